@@ -1,0 +1,14 @@
+export * from './bus.ts'
+export * from './memory.ts'
+export * from './nats.ts'
+
+import { EVENTS_STREAM } from '@pm/contracts'
+import type { EventBus } from './bus.ts'
+import { MemoryBus } from './memory.ts'
+import { NatsBus } from './nats.ts'
+
+/** NATS JetStream when a URL is given, else the in-process bus. */
+export async function createBus(natsUrl: string | undefined, name: string): Promise<EventBus> {
+  if (!natsUrl) return new MemoryBus()
+  return NatsBus.connect({ url: natsUrl, stream: EVENTS_STREAM, streamSubjects: ['pm.events.>'], name })
+}

@@ -1,0 +1,21 @@
+import type { Role, Scope } from './identity.ts'
+
+/** Header that carries the signed caller context from the gateway to a service. */
+export const CONTEXT_HEADER = 'x-pm-context'
+/** Every client-sent header with this prefix is stripped by the gateway. */
+export const INTERNAL_HEADER_PREFIX = 'x-pm-'
+
+/**
+ * The verified caller, as the gateway forwards it. `organizationId` is the workspace the
+ * request acts in, already checked: the key's own workspace, or one where the user holds
+ * an ACTIVE membership.
+ */
+export interface CallerContext {
+  kind: 'user' | 'apiKey' | 'anonymous' | 'service'
+  userId?: string
+  apiKeyId?: string
+  organizationId?: string
+  role?: Role
+  scopes: Scope[]
+  requestId: string
+}

@@ -1,0 +1,117 @@
+import { type Static, Type } from '@sinclair/typebox'
+import { ObjectId, Timestamp } from './common.ts'
+
+export const SCOPES = ['prompts:read', 'prompts:write', 'organization:read', 'organization:write'] as const
+export type Scope = (typeof SCOPES)[number]
+export const Scope = Type.Union(
+  SCOPES.map((s) => Type.Literal(s)),
+  { $id: 'Scope' },
+)
+
+export const ROLES = ['OWNER', 'ADMIN', 'MEMBER'] as const
+export type Role = (typeof ROLES)[number]
+export const MEMBERSHIP_STATUSES = ['ACTIVE', 'INVITED', 'SUSPENDED'] as const
+export type MembershipStatus = (typeof MEMBERSHIP_STATUSES)[number]
+
+export const Email = Type.String({ format: 'email', maxLength: 254 })
+
+export const User = Type.Object(
+  { _id: ObjectId, email: Type.String(), name: Type.String() },
+  { $id: 'User' },
+)
+export type User = Static<typeof User>
+
+export const LoginRequest = Type.Object(
+  { email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
+  { $id: 'LoginRequest', additionalProperties: false },
+)
+export type LoginRequest = Static<typeof LoginRequest>
+
+export const LoginResponse = Type.Object(
+  {
+    accessToken: Type.String(),
+    tokenType: Type.Literal('Bearer'),
+    expiresIn: Type.Integer(),
+    refreshToken: Type.String(),
+    user: Type.Ref(User),
+    organizationId: Type.Union([ObjectId, Type.Null()]),
+  },
+  { $id: 'LoginResponse' },
+)
+export type LoginResponse = Static<typeof LoginResponse>
+
+export const Organization = Type.Object(
+  {
+    _id: ObjectId,
+    name: Type.String(),
+    slug: Type.String(),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  },
+  { $id: 'Organization' },
+)
+export type Organization = Static<typeof Organization>
+
+export const OrganizationList = Type.Object(
+  { organizations: Type.Array(Type.Ref(Organization)) },
+  { $id: 'OrganizationList' },
+)
+
+export const Membership = Type.Object(
+  {
+    organizationId: ObjectId,
+    userId: ObjectId,
+    role: Type.Union(ROLES.map((r) => Type.Literal(r))),
+    status: Type.Union(MEMBERSHIP_STATUSES.map((s) => Type.Literal(s))),
+    createdAt: Timestamp,
+  },
+  { $id: 'Membership' },
+)
+export type Membership = Static<typeof Membership>
+
+export const RateLimitSetting = Type.Object(
+  {
+    points: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    durationSeconds: Type.Integer({ minimum: 1, maximum: 86_400 }),
+  },
+  { $id: 'RateLimitSetting', additionalProperties: false },
+)
+export type RateLimitSetting = Static<typeof RateLimitSetting>
+
+export const CreateApiKeyRequest = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 100 }),
+    scopes: Type.Array(Type.Ref(Scope), { minItems: 1, uniqueItems: true }),
+    expiresAt: Type.Optional(Timestamp),
+    rateLimit: Type.Optional(Type.Ref(RateLimitSetting)),
+  },
+  { $id: 'CreateApiKeyRequest', additionalProperties: false },
+)
+export type CreateApiKeyRequest = Static<typeof CreateApiKeyRequest>
+
+export const ApiKey = Type.Object(
+  {
+    _id: ObjectId,
+    organizationId: ObjectId,
+    name: Type.String(),
+    prefix: Type.String(),
+    scopes: Type.Array(Type.Ref(Scope)),
+    expiresAt: Type.Union([Timestamp, Type.Null()]),
+    rateLimit: Type.Union([Type.Ref(RateLimitSetting), Type.Null()]),
+    createdBy: ObjectId,
+    createdAt: Timestamp,
+    lastUsedAt: Type.Union([Timestamp, Type.Null()]),
+    revokedAt: Type.Union([Timestamp, Type.Null()]),
+  },
+  { $id: 'ApiKey' },
+)
+export type ApiKey = Static<typeof ApiKey>
+
+/** Returned once, at creation: the only time the secret is shown. */
+export const CreatedApiKey = Type.Object(
+  { apiKey: Type.Ref(ApiKey), key: Type.String({ pattern: '^pk_' }) },
+  { $id: 'CreatedApiKey' },
+)
+export type CreatedApiKey = Static<typeof CreatedApiKey>
+
+export const ApiKeyList = Type.Object({ apiKeys: Type.Array(Type.Ref(ApiKey)) }, { $id: 'ApiKeyList' })

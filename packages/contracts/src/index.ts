@@ -1,0 +1,7 @@
+export * from './common.ts'
+export * from './context.ts'
+export * from './errors.ts'
+export * from './events.ts'
+export * from './identity.ts'
+export * from './prompts.ts'
+export * from './schemas.ts'

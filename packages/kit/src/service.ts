@@ -1,0 +1,169 @@
+import { randomUUID } from 'node:crypto'
+import { ALL_SCHEMAS, AppError, type CallerContext, CONTEXT_HEADER, type ErrorBody, type ErrorCode, isErrorCode } from '@pm/contracts'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { verifyContext } from './context.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified caller (from the gateway's signed context). */
+    caller: CallerContext
+  }
+  interface FastifyContextConfig {
+    /** 'none': no signed caller context needed (health). Default: required. */
+    auth?: 'none'
+  }
+}
+
+export type ReadinessCheck = () => Promise<void> | void
+
+export interface ServiceOptions {
+  name: string
+  logLevel?: string
+  /** Shared secret that signs the caller context. */
+  internalSecret: string
+  /** Log destination override (tests read the log lines). */
+  logStream?: NodeJS.WritableStream
+  bodyLimit?: number
+  /** Checks for /health/ready; each throws when its dependency is not usable. */
+  readiness?: Record<string, ReadinessCheck>
+}
+
+export type Service = FastifyInstance<
+  import('node:http').Server,
+  import('node:http').IncomingMessage,
+  import('node:http').ServerResponse,
+  import('fastify').FastifyBaseLogger,
+  TypeBoxTypeProvider
+>
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+export const LOG_REDACT = [
+  'req.headers.authorization',
+  `req.headers["${CONTEXT_HEADER}"]`,
+  'req.headers.cookie',
+  'password',
+  'refreshToken',
+  'accessToken',
+  'key',
+  'secret',
+]
+
+export function requestIdFrom(header: unknown): string {
+  return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID()
+}
+
+export function errorBody(code: ErrorCode, message: string, requestId: string, details?: unknown): ErrorBody {
+  return { error: { code, message, requestId, ...(details === undefined ? {} : { details }) } }
+}
+
+/** Maps anything thrown in a handler to the error body of DESIGN section 3. */
+export function toErrorResponse(err: FastifyError | AppError | Error, requestId: string): { status: number; body: ErrorBody } {
+  if (err instanceof AppError) {
+    return { status: err.statusCode, body: errorBody(err.code, err.message, requestId, err.details) }
+  }
+  const fe = err as FastifyError
+  if (fe.validation) {
+    const details = fe.validation.map((v) => ({
+      path: `${fe.validationContext ?? ''}${v.instancePath || ''}${
+        v.keyword === 'required' ? `/${(v.params as { missingProperty?: string }).missingProperty}` : ''
+      }${v.keyword === 'additionalProperties' ? `/${(v.params as { additionalProperty?: string }).additionalProperty}` : ''}`,
+      message: v.message ?? 'invalid',
+    }))
+    return { status: 400, body: errorBody('VALIDATION_ERROR', 'request is invalid', requestId, details) }
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large', requestId) }
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { status: 415, body: errorBody('UNSUPPORTED_MEDIA_TYPE', 'unsupported content type', requestId) }
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return { status: 400, body: errorBody('VALIDATION_ERROR', 'body is not valid JSON', requestId) }
+  }
+  if (isErrorCode(fe.code)) {
+    return { status: fe.statusCode ?? 500, body: errorBody(fe.code, fe.message, requestId) }
+  }
+  if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
+    if (fe.statusCode === 413) return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large', requestId) }
+    return { status: 400, body: errorBody('VALIDATION_ERROR', fe.message, requestId) }
+  }
+  return { status: 500, body: errorBody('INTERNAL_ERROR', 'internal error', requestId) }
+}
+
+/**
+ * A Fastify instance with the conventions every service shares: JSON logs with the
+ * request id, the error shape, the 404 shape, health routes, the contract schemas, and the
+ * signed caller context required on every route but health.
+ */
+export function createService(opts: ServiceOptions): Service {
+  const app = Fastify({
+    logger: {
+      level: opts.logLevel ?? 'info',
+      name: opts.name,
+      redact: LOG_REDACT,
+      ...(opts.logStream ? { stream: opts.logStream } : {}),
+    },
+    genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
+    requestIdLogLabel: 'requestId',
+    bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  for (const schema of ALL_SCHEMAS) app.addSchema(schema)
+
+  app.decorateRequest('caller', null as unknown as CallerContext)
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+    if (request.routeOptions.config?.auth === 'none') return
+    const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, opts.internalSecret)
+    if (!caller) throw new AppError('INVALID_CREDENTIALS', 'a valid caller context is required')
+    request.caller = caller
+  })
+
+  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const { status, body } = toErrorResponse(err, request.id)
+    if (status >= 500) request.log.error({ err }, 'request failed')
+    reply.code(status).send(body)
+  })
+
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send(errorBody('NOT_FOUND', `route ${request.method} ${request.url.split('?')[0]} not found`, request.id))
+  })
+
+  app.get('/health/live', { config: { auth: 'none' }, logLevel: 'warn' }, async () => ({ status: 'ok' }))
+  app.get('/health/ready', { config: { auth: 'none' }, logLevel: 'warn' }, async (_request, reply) => {
+    const checks: Record<string, string> = {}
+    let ok = true
+    for (const [name, check] of Object.entries(opts.readiness ?? {})) {
+      try {
+        await check()
+        checks[name] = 'ok'
+      } catch (err) {
+        ok = false
+        checks[name] = (err as Error).message || 'failed'
+      }
+    }
+    reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', checks })
+  })
+
+  return app
+}
+
+/** The caller's workspace, or 404: a request without one cannot see workspace resources. */
+export function requireOrganization(request: FastifyRequest): string {
+  const org = request.caller.organizationId
+  if (!org) throw new AppError('NOT_FOUND', 'no workspace in context')
+  return org
+}
+
+/** The calling user, or 403 USER_TOKEN_REQUIRED when the caller is not a user. */
+export function requireUser(request: FastifyRequest): string {
+  if (request.caller.kind !== 'user' || !request.caller.userId) {
+    throw new AppError('USER_TOKEN_REQUIRED', 'this operation needs a user access token')
+  }
+  return request.caller.userId
+}

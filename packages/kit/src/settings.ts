@@ -1,0 +1,26 @@
+import { Type } from '@sinclair/typebox'
+
+/** Settings every service shares; each service's config schema spreads these in. */
+export const commonSettings = {
+  NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], {
+    default: 'production',
+  }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+    { default: 'info' },
+  ),
+  HOST: Type.String({ default: '0.0.0.0' }),
+  /** Signs the caller context between the gateway and the services. */
+  INTERNAL_AUTH_SECRET: Type.String({ minLength: 32 }),
+}
+
+/** Where a service keeps its data: MongoDB when MONGO_URL is set, else a SQLite file. */
+export const storeSettings = {
+  MONGO_URL: Type.Optional(Type.String({ pattern: '^mongodb(\\+srv)?://' })),
+  MONGO_DB: Type.Optional(Type.String({ minLength: 1 })),
+  DATA_DIR: Type.String({ default: './data' }),
+}
+
+export const busSettings = {
+  NATS_URL: Type.Optional(Type.String({ pattern: '^(nats|tls|wss?)://' })),
+}

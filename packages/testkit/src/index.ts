@@ -1,0 +1,2 @@
+export * from './servers.ts'
+export * from './processes.ts'

@@ -1,0 +1,72 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createServer } from 'node:net'
+import { fileURLToPath } from 'node:url'
+
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+
+/** A free TCP port on loopback. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.unref()
+    srv.on('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address()
+      srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+export interface RunningProcess {
+  name: string
+  child: ChildProcess
+  logs: string[]
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<void>
+  /** SIGKILL: no shutdown hooks run. */
+  kill(): Promise<void>
+}
+
+/**
+ * Starts a service entry point (TypeScript, run by Node 24 directly) as a child process
+ * with the given environment; collects its output lines for assertions.
+ */
+export function startProcess(name: string, entry: string, env: Record<string, string>): RunningProcess {
+  const child = spawn(process.execPath, ['--conditions=source', '--disable-warning=ExperimentalWarning', entry], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const logs: string[] = []
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(line)
+  }
+  child.stdout?.on('data', collect)
+  child.stderr?.on('data', collect)
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const signal = async (sig: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig)
+    await exited
+  }
+  return { name, child, logs, stop: () => signal('SIGTERM'), kill: () => signal('SIGKILL') }
+}
+
+/** Polls `url` until it answers 200 (or the deadline passes). */
+export async function waitForHttp(url: string, timeoutMs = 20_000, proc?: RunningProcess): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last = ''
+  while (Date.now() < deadline) {
+    if (proc && proc.child.exitCode !== null) {
+      throw new Error(`${proc.name} exited with ${proc.child.exitCode}:\n${proc.logs.slice(-20).join('\n')}`)
+    }
+    try {
+      const res = await fetch(url)
+      if (res.ok) return
+      last = `status ${res.status}`
+    } catch (err) {
+      last = (err as Error).message
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})${proc ? `\n${proc.logs.slice(-20).join('\n')}` : ''}`)
+}
