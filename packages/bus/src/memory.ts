@@ -22,7 +22,10 @@ export class MemoryBus implements EventBus {
   private closed = false
   private readonly timers = new Set<NodeJS.Timeout>()
 
-  constructor(private readonly retryDelayMs = 1_000) {
+  private readonly retryDelayMs: number
+
+  constructor(retryDelayMs = 1_000) {
+    this.retryDelayMs = retryDelayMs
     this.emitter.setMaxListeners(0)
   }
 

@@ -15,6 +15,7 @@ export interface NatsBusOptions {
 }
 
 const DUPLICATE_WINDOW_NS = 60 * 60 * 1_000_000_000 // one hour: a restarted outbox relay republishes within it
+const MAX_AGE_NS = 7 * 24 * 60 * 60 * 1_000_000_000 // consumers that were down a week have lost their events
 
 /** JetStream for durable messages, core NATS for broadcasts. */
 export class NatsBus implements EventBus {
@@ -23,15 +24,23 @@ export class NatsBus implements EventBus {
   private readonly subscriptions: Subscription[] = []
   private readonly inFlight = new Set<Promise<void>>()
 
-  private constructor(
-    private readonly nc: NatsConnection,
-    private readonly opts: NatsBusOptions,
-  ) {}
+  private readonly nc: NatsConnection
+  private readonly opts: NatsBusOptions
+
+  private constructor(nc: NatsConnection, opts: NatsBusOptions) {
+    this.nc = nc
+    this.opts = opts
+  }
 
   static async connect(opts: NatsBusOptions): Promise<NatsBus> {
     const nc = await connect({ servers: opts.url, name: opts.name, maxReconnectAttempts: -1 })
     const jsm = await jetstreamManager(nc)
-    const config = { name: opts.stream, subjects: opts.streamSubjects, duplicate_window: DUPLICATE_WINDOW_NS }
+    const config = {
+      name: opts.stream,
+      subjects: opts.streamSubjects,
+      duplicate_window: DUPLICATE_WINDOW_NS,
+      max_age: MAX_AGE_NS,
+    }
     try {
       await jsm.streams.info(opts.stream)
       await jsm.streams.update(opts.stream, config)

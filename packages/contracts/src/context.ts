@@ -16,6 +16,8 @@ export interface CallerContext {
   apiKeyId?: string
   organizationId?: string
   role?: Role
+  /** Fork target, already checked for an ACTIVE membership by the gateway. */
+  targetOrganizationId?: string
   scopes: Scope[]
   requestId: string
 }

@@ -55,12 +55,15 @@ export class AppError extends Error {
   readonly code: ErrorCode
   readonly statusCode: number
   readonly details: unknown
-  constructor(code: ErrorCode, message: string, details?: unknown) {
+  /** Response headers that belong with this error (Retry-After on 429). */
+  readonly headers: Record<string, string> | undefined
+  constructor(code: ErrorCode, message: string, details?: unknown, headers?: Record<string, string>) {
     super(message)
     this.name = 'AppError'
     this.code = code
     this.statusCode = ERROR_STATUS[code]
     this.details = details
+    this.headers = headers
   }
 }
 

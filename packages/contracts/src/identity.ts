@@ -32,7 +32,7 @@ export const LoginResponse = Type.Object(
     accessToken: Type.String(),
     tokenType: Type.Literal('Bearer'),
     expiresIn: Type.Integer(),
-    refreshToken: Type.String(),
+    refreshToken: Type.Optional(Type.String()),
     user: Type.Ref(User),
     organizationId: Type.Union([ObjectId, Type.Null()]),
   },
@@ -115,3 +115,32 @@ export const CreatedApiKey = Type.Object(
 export type CreatedApiKey = Static<typeof CreatedApiKey>
 
 export const ApiKeyList = Type.Object({ apiKeys: Type.Array(Type.Ref(ApiKey)) }, { $id: 'ApiKeyList' })
+
+export const RegisterRequest = Type.Object(
+  {
+    email: Email,
+    password: Type.String({ minLength: 8, maxLength: 1024 }),
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+  },
+  { $id: 'RegisterRequest', additionalProperties: false },
+)
+export type RegisterRequest = Static<typeof RegisterRequest>
+
+export const CreateOrganizationRequest = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }) },
+  { $id: 'CreateOrganizationRequest', additionalProperties: false },
+)
+
+/** What the gateway learns about a key (internal route). */
+export const ResolvedApiKey = Type.Object(
+  {
+    _id: Type.String(),
+    organizationId: Type.String(),
+    scopes: Type.Array(Type.Ref(Scope)),
+    expiresAt: Type.Union([Type.String(), Type.Null()]),
+    revokedAt: Type.Union([Type.String(), Type.Null()]),
+    rateLimit: Type.Union([Type.Ref(RateLimitSetting), Type.Null()]),
+  },
+  { $id: 'ResolvedApiKey' },
+)
+export type ResolvedApiKey = Static<typeof ResolvedApiKey>

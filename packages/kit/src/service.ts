@@ -27,6 +27,10 @@ export interface ServiceOptions {
   bodyLimit?: number
   /** Checks for /health/ready; each throws when its dependency is not usable. */
   readiness?: Record<string, ReadinessCheck>
+  /** false for the gateway, which authenticates clients itself. Default true. */
+  requireContext?: boolean
+  https?: { cert: Buffer; key: Buffer }
+  trustProxy?: string[] | boolean
 }
 
 export type Service = FastifyInstance<
@@ -110,7 +114,9 @@ export function createService(opts: ServiceOptions): Service {
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
     return503OnClosing: true,
-  }).withTypeProvider<TypeBoxTypeProvider>()
+    ...(opts.https ? { https: opts.https } : {}),
+    ...(opts.trustProxy ? { trustProxy: opts.trustProxy } : {}),
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as Service
 
   for (const schema of ALL_SCHEMAS) app.addSchema(schema)
 
@@ -118,7 +124,7 @@ export function createService(opts: ServiceOptions): Service {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
-    if (request.routeOptions.config?.auth === 'none') return
+    if (opts.requireContext === false || request.routeOptions.config?.auth === 'none') return
     const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, opts.internalSecret)
     if (!caller) throw new AppError('INVALID_CREDENTIALS', 'a valid caller context is required')
     request.caller = caller
@@ -127,6 +133,7 @@ export function createService(opts: ServiceOptions): Service {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const { status, body } = toErrorResponse(err, request.id)
     if (status >= 500) request.log.error({ err }, 'request failed')
+    if (err instanceof AppError && err.headers) reply.headers(err.headers)
     reply.code(status).send(body)
   })
 

@@ -1,0 +1,312 @@
+import { readFileSync } from 'node:fs'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { Readable } from 'node:stream'
+import proxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import { type ApiKeyRevokedEvent, AppError, type CallerContext, CONTEXT_HEADER, INTERNAL_HEADER_PREFIX, SUBJECTS } from '@pm/contracts'
+import { createBus, type EventBus } from '@pm/bus'
+import { createService, errorBody, type Service, signContext } from '@pm/kit'
+import type { FastifyRequest } from 'fastify'
+import { Redis } from 'ioredis'
+import { Authenticator } from './auth.ts'
+import type { GatewayConfig } from './config.ts'
+import { IdentityClient } from './identityClient.ts'
+import { buildPolicyLookup, type PolicyMatch, scopesForRole, type Upstream } from './policy.ts'
+import { type LimitOutcome, RateLimits, rateLimitHeaders } from './rateLimits.ts'
+
+export { loadGatewayConfig, GatewayConfigSchema, type GatewayConfig } from './config.ts'
+export { ROUTES, type RoutePolicy } from './policy.ts'
+
+export interface GatewayAppOptions {
+  config: GatewayConfig
+  bus?: EventBus
+  logStream?: NodeJS.WritableStream
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    policyMatch: PolicyMatch | null
+    contextToken: string | null
+    limitOutcome: LimitOutcome | null
+  }
+}
+
+const DEFAULT_BODY_LIMIT = 1024 * 1024
+
+/** Reads a streamed request body into memory, refusing more than `limit` bytes. */
+async function readBody(stream: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of stream) {
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string)
+    size += buf.length
+    if (size > limit) throw new AppError('PAYLOAD_TOO_LARGE', 'request body is too large')
+    chunks.push(buf)
+  }
+  return Buffer.concat(chunks)
+}
+
+function bodyField(body: unknown, field: string): string | undefined {
+  if (!Buffer.isBuffer(body) || body.length === 0) return undefined
+  try {
+    const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>
+    const value = parsed?.[field]
+    return typeof value === 'string' ? value : undefined
+  } catch {
+    return undefined // the service answers the malformed body with its own 400
+  }
+}
+
+function queryField(request: FastifyRequest, field: string): string | undefined {
+  const value = (request.query as Record<string, unknown> | undefined)?.[field]
+  return typeof value === 'string' ? value : undefined
+}
+
+export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
+  const { config } = opts
+  const requireHttps = config.REQUIRE_HTTPS ?? config.NODE_ENV === 'production'
+  const https =
+    config.TLS_CERT_FILE && config.TLS_KEY_FILE
+      ? { cert: readFileSync(config.TLS_CERT_FILE), key: readFileSync(config.TLS_KEY_FILE) }
+      : undefined
+  const trustProxy = config.TRUSTED_PROXIES?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+
+  const bus = opts.bus ?? (await createBus(config.NATS_URL, 'gateway'))
+  const redis = config.REDIS_URL
+    ? new Redis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
+    : undefined
+  redis?.on('error', () => {}) // the insurance limiter covers outages; ioredis keeps reconnecting
+  const limits = new RateLimits(redis)
+  const identity = new IdentityClient(config.IDENTITY_URL, config.INTERNAL_AUTH_SECRET)
+  const auth = new Authenticator(identity, {
+    identityUrl: config.IDENTITY_URL,
+    issuer: config.JWT_ISSUER,
+    audience: config.JWT_AUDIENCE,
+    keyCacheTtlMs: config.API_KEY_CACHE_TTL_MS,
+    membershipCacheTtlMs: config.MEMBERSHIP_CACHE_TTL_MS,
+  })
+  bus.onBroadcast(SUBJECTS.apiKeyRevoked, (data) => auth.revoked((data as ApiKeyRevokedEvent).hash))
+
+  const renderUrls = config.RENDER_URLS.split(',').map((u) => u.trim())
+  let renderTurn = 0
+  const upstreams: Record<Exclude<Upstream, 'render'>, string> = {
+    identity: config.IDENTITY_URL,
+    prompts: config.PROMPTS_URL,
+    webhooks: config.WEBHOOKS_URL,
+  }
+  const upstreamFor = (u: Upstream): string => {
+    if (u !== 'render') return upstreams[u]
+    renderTurn = (renderTurn + 1) % renderUrls.length
+    return renderUrls[renderTurn] ?? config.PROMPTS_URL
+  }
+
+  const lookup = buildPolicyLookup()
+  const app = createService({
+    name: 'gateway',
+    logLevel: config.LOG_LEVEL,
+    internalSecret: config.INTERNAL_AUTH_SECRET,
+    logStream: opts.logStream,
+    requireContext: false,
+    https,
+    trustProxy: trustProxy && trustProxy.length > 0 ? trustProxy : false,
+    readiness: Object.fromEntries(
+      [...Object.entries(upstreams), ...renderUrls.map((u, i) => [`render${i}`, u] as const)].map(([name, base]) => [
+        name,
+        async () => {
+          const res = await fetch(new URL('/health/live', base), { signal: AbortSignal.timeout(2_000) })
+          if (!res.ok) throw new Error(`answered ${res.status}`)
+        },
+      ]),
+    ),
+  })
+  app.decorateRequest('policyMatch', null)
+  app.decorateRequest('contextToken', null)
+  app.decorateRequest('limitOutcome', null)
+
+  const limit = async (request: FastifyRequest, name: string, key: string, points: number, duration: number) => {
+    try {
+      request.limitOutcome = await limits.consume(name, key, points, duration)
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'RATE_LIMITED') {
+        const o = err.details as LimitOutcome
+        throw new AppError('RATE_LIMITED', 'too many requests', { retryAfterSeconds: o.resetSeconds }, {
+          'retry-after': String(o.resetSeconds),
+          ...rateLimitHeaders(o),
+        })
+      }
+      throw err
+    }
+  }
+
+  // Transport, routing and credentials: before the body is read.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.protocol === 'https') reply.header('strict-transport-security', 'max-age=31536000; includeSubDomains')
+    const path = request.url.split('?', 1)[0] ?? ''
+    if (path.startsWith('/health/')) return
+    if (requireHttps && request.protocol !== 'https') throw new AppError('HTTPS_REQUIRED', 'use HTTPS')
+    for (const name of Object.keys(request.headers)) {
+      if (name.startsWith(INTERNAL_HEADER_PREFIX)) delete request.headers[name]
+    }
+    const match = lookup(request.method, request.url)
+    if (!match) {
+      if (path.startsWith('/api/')) throw new AppError('NOT_FOUND', `route ${request.method} ${path} not found`)
+      return
+    }
+    request.policyMatch = match
+  })
+
+  // Workspace, scopes and limits: after the body is available (organizationId may be in it).
+  app.addHook('preHandler', async (request, reply) => {
+    const match = request.policyMatch
+    if (!match) return
+    const { policy, params } = match
+    const needsBody =
+      request.body !== undefined &&
+      !Buffer.isBuffer(request.body) &&
+      (policy.limit === 'login' || policy.target !== undefined || (policy.org === 'context' && policy.auth !== 'public'))
+    if (needsBody) request.body = await readBody(request.body as Readable, policy.bodyLimit ?? DEFAULT_BODY_LIMIT)
+
+    const caller: CallerContext = { kind: 'anonymous', scopes: [], requestId: request.id }
+    if (policy.auth === 'public') {
+      if (policy.limit === 'login') {
+        await limit(request, 'login-ip', request.ip, config.RATE_LIMIT_LOGIN_IP_POINTS, config.RATE_LIMIT_LOGIN_DURATION_S)
+        const email = bodyField(request.body, 'email')?.trim().toLowerCase()
+        if (email) {
+          await limit(request, 'login-email', email, config.RATE_LIMIT_LOGIN_EMAIL_POINTS, config.RATE_LIMIT_LOGIN_DURATION_S)
+        }
+      } else if (policy.limit === 'public') {
+        await limit(request, 'public-ip', request.ip, config.RATE_LIMIT_PUBLIC_POINTS, config.RATE_LIMIT_PUBLIC_DURATION_S)
+      }
+    } else {
+      const credential = await auth.authenticate(request.headers.authorization, request.id)
+      if (credential.kind === 'apiKey') {
+        if (policy.auth === 'user') throw new AppError('USER_TOKEN_REQUIRED', 'this operation needs a user access token')
+        const { key } = credential
+        if (policy.scope && !key.scopes.includes(policy.scope)) {
+          throw new AppError('INSUFFICIENT_SCOPE', `the API key lacks the ${policy.scope} scope`)
+        }
+        const rl = key.rateLimit ?? { points: config.RATE_LIMIT_KEY_POINTS, durationSeconds: config.RATE_LIMIT_KEY_DURATION_S }
+        await limit(request, 'api-key', key._id, rl.points, rl.durationSeconds)
+        caller.kind = 'apiKey'
+        caller.apiKeyId = key._id
+        caller.scopes = key.scopes
+        caller.organizationId = key.organizationId
+        if (policy.org === 'path' && params.id !== key.organizationId) throw new AppError('NOT_FOUND', 'organization not found')
+        if (policy.org === 'context') {
+          const asked = queryField(request, 'organizationId') ?? bodyField(request.body, 'organizationId')
+          if (asked !== undefined && asked !== key.organizationId) throw new AppError('NOT_FOUND', 'organization not found')
+        }
+      } else {
+        caller.kind = 'user'
+        caller.userId = credential.userId
+        let organizationId: string | undefined
+        if (policy.org === 'path') organizationId = params.id
+        else if (policy.org === 'context') {
+          organizationId = queryField(request, 'organizationId') ?? bodyField(request.body, 'organizationId') ?? credential.org
+          if (!organizationId) {
+            throw new AppError('VALIDATION_ERROR', 'organizationId is required with an access token', [
+              { path: '/query/organizationId', message: 'is required' },
+            ])
+          }
+        }
+        if (organizationId) {
+          const role = await auth.activeRole(organizationId, credential.userId, request.id)
+          if (!role) throw new AppError('NOT_FOUND', 'organization not found')
+          caller.organizationId = organizationId
+          caller.role = role
+          caller.scopes = scopesForRole(role)
+          if (policy.scope && !caller.scopes.includes(policy.scope)) {
+            throw new AppError('INSUFFICIENT_SCOPE', `your role does not allow ${policy.scope}`)
+          }
+        }
+      }
+    }
+    if (policy.target) {
+      const target = bodyField(request.body, policy.target) ?? (policy.target === 'targetOrganizationId' ? caller.organizationId : undefined)
+      if (target && caller.userId) {
+        const role = await auth.activeRole(target, caller.userId, request.id)
+        if (!role) throw new AppError('MEMBERSHIP_REQUIRED', 'an ACTIVE membership in the target organization is required')
+        caller.targetOrganizationId = target
+      }
+    }
+    request.contextToken = signContext(caller, config.INTERNAL_AUTH_SECRET)
+    // Headers set before the proxy runs survive: reply-from adds the upstream's to them.
+    if (request.limitOutcome) reply.headers(rateLimitHeaders(request.limitOutcome))
+  })
+
+  const proxyOptions: FastifyHttpProxyOptions = {
+    upstream: '',
+    prefix: '/api/v1',
+    rewritePrefix: '/api/v1',
+    httpMethods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
+    undici: { connections: 128, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: config.UPSTREAM_TIMEOUT_MS, bodyTimeout: config.UPSTREAM_TIMEOUT_MS },
+    replyOptions: {
+      getUpstream: (request) => {
+        const match = request.policyMatch
+        if (!match) throw new AppError('NOT_FOUND', 'not found')
+        return upstreamFor(match.policy.upstream)
+      },
+      rewriteRequestHeaders: (request, headers) => {
+        const out: IncomingHttpHeaders = { ...(headers as IncomingHttpHeaders), 'x-request-id': request.id }
+        delete out.authorization
+        delete out.connection
+        if (request.contextToken) out[CONTEXT_HEADER] = request.contextToken
+        if (Buffer.isBuffer(request.body)) out['content-length'] = String(request.body.length)
+        return out
+      },
+      rewriteHeaders: (headers) => {
+        const out = { ...headers }
+        delete out['content-length']
+        delete out['transfer-encoding']
+        return out
+      },
+      onResponse: (request, reply, res) => {
+        envelope(reply, res as unknown as UpstreamResponse).catch((err: unknown) => {
+          request.log.error({ err }, 'reading upstream response failed')
+          if (!reply.sent) reply.code(503).send(errorBody('SERVICE_UNAVAILABLE', 'upstream response failed', request.id))
+        })
+      },
+      onError: (reply, { error }) => {
+        const timeout = (error as { code?: string }).code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT'
+        reply.log.warn({ err: error }, 'upstream failed')
+        reply
+          .code(timeout ? 504 : 503)
+          .send(
+            timeout
+              ? errorBody('UPSTREAM_TIMEOUT', 'the upstream service timed out', reply.request.id)
+              : errorBody('SERVICE_UNAVAILABLE', 'the upstream service is unavailable', reply.request.id),
+          )
+      },
+    },
+  }
+  await app.register(proxy, proxyOptions)
+
+  app.addHook('onClose', async () => {
+    await identity.close()
+    redis?.disconnect()
+    if (!opts.bus) await bus.close()
+  })
+  return app
+}
+
+/** Successful JSON bodies become {"data": ...}; everything else passes through unchanged. */
+interface UpstreamResponse {
+  statusCode: number
+  stream: Readable
+}
+
+async function envelope(
+  reply: { getHeader(name: string): unknown; send(payload: unknown): unknown },
+  res: UpstreamResponse,
+): Promise<void> {
+  const type = String(reply.getHeader('content-type') ?? '')
+  if (res.statusCode < 200 || res.statusCode >= 300 || res.statusCode === 204 || !type.includes('application/json')) {
+    reply.send(res.stream)
+    return
+  }
+  const chunks: Buffer[] = []
+  for await (const chunk of res.stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string))
+  const raw = Buffer.concat(chunks)
+  reply.send(Buffer.concat([Buffer.from('{"data":'), raw.length > 0 ? raw : Buffer.from('null'), Buffer.from('}')]))
+}

@@ -1,0 +1,117 @@
+import { AppError, type ResolvedApiKey, type Role } from '@pm/contracts'
+import { hashApiKey, isId, isWellFormedApiKey } from '@pm/kit'
+import { createRemoteJWKSet, jwtVerify } from 'jose'
+import { LRUCache } from 'lru-cache'
+import type { IdentityClient, MembershipInfo } from './identityClient.ts'
+
+export type Credential =
+  | { kind: 'apiKey'; key: ResolvedApiKey; hash: string }
+  | { kind: 'user'; userId: string; org: string | undefined }
+
+export interface AuthenticatorOptions {
+  identityUrl: string
+  issuer: string
+  audience: string
+  keyCacheTtlMs: number
+  membershipCacheTtlMs: number
+}
+
+const NOT_FOUND = Symbol('not found')
+
+/**
+ * Verifies credentials. API keys: format and checksum first (no lookup for a malformed
+ * key), then the hash through identity, cached briefly; a revocation broadcast drops the
+ * cached entry at once. JWTs: verified locally against identity's JWKS with algorithm,
+ * issuer and audience pinned.
+ */
+export class Authenticator {
+  private readonly identity: IdentityClient
+  private readonly opts: AuthenticatorOptions
+  private readonly jwks: ReturnType<typeof createRemoteJWKSet>
+  private readonly keys: LRUCache<string, ResolvedApiKey | typeof NOT_FOUND>
+  private readonly inflight = new Map<string, Promise<ResolvedApiKey | null>>()
+  private readonly memberships: LRUCache<string, MembershipInfo | typeof NOT_FOUND>
+  /** Hashes revoked while a lookup was in flight must not be cached by it. */
+  private readonly revokedHashes = new LRUCache<string, true>({ max: 10_000, ttl: 10 * 60_000 })
+
+  constructor(identity: IdentityClient, opts: AuthenticatorOptions) {
+    this.identity = identity
+    this.opts = opts
+    this.jwks = createRemoteJWKSet(new URL('/.well-known/jwks.json', opts.identityUrl), {
+      cacheMaxAge: 10 * 60_000,
+      cooldownDuration: 30_000,
+    })
+    this.keys = new LRUCache({ max: 50_000, ttl: Math.max(opts.keyCacheTtlMs, 1) })
+    this.memberships = new LRUCache({ max: 50_000, ttl: Math.max(opts.membershipCacheTtlMs, 1) })
+  }
+
+  async authenticate(header: string | undefined, requestId: string): Promise<Credential> {
+    if (!header) throw new AppError('AUTH_REQUIRED', 'an Authorization header is required')
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    const token = match?.[1]
+    if (!token) throw new AppError('INVALID_CREDENTIALS', 'the Authorization header must be "Bearer <credential>"')
+    if (token.startsWith('pk_')) return this.apiKey(token, requestId)
+    return this.jwt(token)
+  }
+
+  private async apiKey(token: string, requestId: string): Promise<Credential> {
+    if (!isWellFormedApiKey(token)) throw new AppError('INVALID_CREDENTIALS', 'invalid API key')
+    const hash = hashApiKey(token)
+    let key = this.keys.get(hash)
+    if (key === undefined) {
+      let pending = this.inflight.get(hash)
+      if (!pending) {
+        pending = this.identity.resolveKey(hash, requestId).finally(() => this.inflight.delete(hash))
+        this.inflight.set(hash, pending)
+      }
+      const resolved = await pending
+      key = resolved ?? NOT_FOUND
+      if (!this.revokedHashes.has(hash)) this.keys.set(hash, key)
+    }
+    if (key === NOT_FOUND || key.revokedAt || this.revokedHashes.has(hash)) {
+      throw new AppError('INVALID_CREDENTIALS', 'invalid API key')
+    }
+    if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) {
+      throw new AppError('INVALID_CREDENTIALS', 'the API key has expired')
+    }
+    return { kind: 'apiKey', key, hash }
+  }
+
+  private async jwt(token: string): Promise<Credential> {
+    try {
+      const { payload } = await jwtVerify(token, this.jwks, {
+        issuer: this.opts.issuer,
+        audience: this.opts.audience,
+        algorithms: ['ES256'],
+        clockTolerance: 30,
+        requiredClaims: ['sub', 'exp', 'iat'],
+      })
+      if (!isId(payload.sub)) throw new Error('bad subject')
+      const org = typeof payload.org === 'string' && isId(payload.org) ? payload.org : undefined
+      return { kind: 'user', userId: payload.sub, org }
+    } catch (err) {
+      if (err instanceof AppError) throw err
+      if ((err as { code?: string }).code === 'ERR_JWKS_TIMEOUT' || (err as Error).message?.includes('fetch failed')) {
+        throw new AppError('SERVICE_UNAVAILABLE', 'cannot verify tokens right now')
+      }
+      throw new AppError('INVALID_CREDENTIALS', 'invalid or expired access token')
+    }
+  }
+
+  /** The user's ACTIVE role in the organization, or null. */
+  async activeRole(organizationId: string, userId: string, requestId: string): Promise<Role | null> {
+    const cacheKey = `${organizationId}:${userId}`
+    let m = this.memberships.get(cacheKey)
+    if (m === undefined) {
+      m = (await this.identity.membership(organizationId, userId, requestId)) ?? NOT_FOUND
+      this.memberships.set(cacheKey, m)
+    }
+    return m !== NOT_FOUND && m.status === 'ACTIVE' ? m.role : null
+  }
+
+  /** Called when any replica revokes a key. */
+  revoked(hash: string): void {
+    this.revokedHashes.set(hash, true)
+    this.keys.delete(hash)
+  }
+}

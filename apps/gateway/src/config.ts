@@ -1,0 +1,39 @@
+import { busSettings, commonSettings, loadConfig } from '@pm/kit'
+import { type Static, Type } from '@sinclair/typebox'
+
+const url = (fallback: string) => Type.String({ pattern: '^https?://', default: fallback })
+
+export const GatewayConfigSchema = Type.Object({
+  ...commonSettings,
+  ...busSettings,
+  PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 8080 }),
+  IDENTITY_URL: url('http://127.0.0.1:4001'),
+  PROMPTS_URL: url('http://127.0.0.1:4002'),
+  /** One or more render replicas, comma-separated: the gateway spreads traffic over them. */
+  RENDER_URLS: Type.String({ pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', default: 'http://127.0.0.1:4003' }),
+  WEBHOOKS_URL: url('http://127.0.0.1:4004'),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  JWT_ISSUER: Type.String({ default: 'prompt-service' }),
+  JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),
+  /** Plain HTTP is refused unless this is false; defaults to true in production. */
+  REQUIRE_HTTPS: Type.Optional(Type.Boolean()),
+  TLS_CERT_FILE: Type.Optional(Type.String()),
+  TLS_KEY_FILE: Type.Optional(Type.String()),
+  /** Proxies whose X-Forwarded-* headers are believed: comma-separated addresses or CIDRs. */
+  TRUSTED_PROXIES: Type.Optional(Type.String()),
+  API_KEY_CACHE_TTL_MS: Type.Integer({ minimum: 0, default: 30_000 }),
+  MEMBERSHIP_CACHE_TTL_MS: Type.Integer({ minimum: 0, default: 10_000 }),
+  RATE_LIMIT_KEY_POINTS: Type.Integer({ minimum: 1, default: 600 }),
+  RATE_LIMIT_KEY_DURATION_S: Type.Integer({ minimum: 1, default: 60 }),
+  RATE_LIMIT_LOGIN_EMAIL_POINTS: Type.Integer({ minimum: 1, default: 10 }),
+  RATE_LIMIT_LOGIN_IP_POINTS: Type.Integer({ minimum: 1, default: 100 }),
+  RATE_LIMIT_LOGIN_DURATION_S: Type.Integer({ minimum: 1, default: 60 }),
+  RATE_LIMIT_PUBLIC_POINTS: Type.Integer({ minimum: 1, default: 300 }),
+  RATE_LIMIT_PUBLIC_DURATION_S: Type.Integer({ minimum: 1, default: 60 }),
+  UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 30_000 }),
+})
+export type GatewayConfig = Static<typeof GatewayConfigSchema>
+
+export function loadGatewayConfig(env?: Record<string, string | undefined>): GatewayConfig {
+  return loadConfig(GatewayConfigSchema, env)
+}

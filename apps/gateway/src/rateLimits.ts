@@ -1,0 +1,71 @@
+import { AppError } from '@pm/contracts'
+import type { Redis } from 'ioredis'
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
+
+export interface LimitOutcome {
+  policy: string
+  limit: number
+  remaining: number
+  resetSeconds: number
+  windowSeconds: number
+}
+
+/**
+ * Fixed-window limits with rate-limiter-flexible. With Redis they are shared by every
+ * gateway replica; each Redis limiter carries an in-memory insurance limiter that takes
+ * over while Redis is unreachable, so requests keep being limited (per replica) and served.
+ */
+export class RateLimits {
+  private readonly redis: Redis | undefined
+  private readonly limiters = new Map<string, RateLimiterAbstract>()
+
+  constructor(redis: Redis | undefined) {
+    this.redis = redis
+  }
+
+  private limiter(name: string, points: number, duration: number): RateLimiterAbstract {
+    const id = `${name}:${points}:${duration}`
+    let limiter = this.limiters.get(id)
+    if (!limiter) {
+      const keyPrefix = `pm:rl:${id}`
+      const memory = new RateLimiterMemory({ keyPrefix, points, duration })
+      limiter = this.redis
+        ? new RateLimiterRedis({ storeClient: this.redis, keyPrefix, points, duration, insuranceLimiter: memory })
+        : memory
+      this.limiters.set(id, limiter)
+    }
+    return limiter
+  }
+
+  /** Consumes one point; throws RATE_LIMITED (with the outcome in details) when over. */
+  async consume(name: string, key: string, points: number, duration: number): Promise<LimitOutcome> {
+    const limiter = this.limiter(name, points, duration)
+    try {
+      const res = await limiter.consume(key)
+      return outcome(name, points, duration, res)
+    } catch (err) {
+      if (err instanceof RateLimiterRes) {
+        throw new AppError('RATE_LIMITED', 'too many requests', outcome(name, points, duration, err))
+      }
+      throw err
+    }
+  }
+}
+
+function outcome(policy: string, limit: number, windowSeconds: number, res: RateLimiterRes): LimitOutcome {
+  return {
+    policy,
+    limit,
+    remaining: Math.max(0, res.remainingPoints),
+    resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
+    windowSeconds,
+  }
+}
+
+/** RateLimit and RateLimit-Policy per the IETF httpapi draft. */
+export function rateLimitHeaders(o: LimitOutcome): Record<string, string> {
+  return {
+    'ratelimit-policy': `"${o.policy}";q=${o.limit};w=${o.windowSeconds}`,
+    ratelimit: `"${o.policy}";r=${o.remaining};t=${o.resetSeconds}`,
+  }
+}

@@ -1,0 +1,23 @@
+import { busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
+import { type Static, Type } from '@sinclair/typebox'
+
+export const IdentityConfigSchema = Type.Object({
+  ...commonSettings,
+  ...storeSettings,
+  ...busSettings,
+  PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4001 }),
+  JWT_ISSUER: Type.String({ default: 'prompt-service' }),
+  JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),
+  ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900 }),
+  REFRESH_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 300, default: 30 * 86_400 }),
+  AUTH_ALLOW_SIGNUP: Type.Boolean({ default: false }),
+  BOOTSTRAP_ADMIN_EMAIL: Type.Optional(Type.String({ format: 'email' })),
+  BOOTSTRAP_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8 })),
+  BOOTSTRAP_ADMIN_NAME: Type.Optional(Type.String({ minLength: 1 })),
+  BOOTSTRAP_ORG_NAME: Type.Optional(Type.String({ minLength: 1 })),
+})
+export type IdentityConfig = Static<typeof IdentityConfigSchema>
+
+export function loadIdentityConfig(env?: Record<string, string | undefined>): IdentityConfig {
+  return loadConfig(IdentityConfigSchema, env)
+}

@@ -1,0 +1,139 @@
+import { type ApiKey, AppError, type CreateApiKeyRequest, type Organization, type Scope } from '@pm/contracts'
+import { apiKeyPrefix, generateApiKey, hashApiKey, newId } from '@pm/kit'
+import { type ApiKeyRecord, DuplicateError, type IdentityStore, type OrganizationRecord, type UserRecord } from '../store/types.ts'
+import { DUMMY_HASH, hashPassword, verifyPassword } from './passwords.ts'
+
+export function normaliseEmail(email: string): string {
+  return email.trim().toLowerCase()
+}
+
+export function orgSlug(name: string): string {
+  const base = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 60)
+  return base || 'workspace'
+}
+
+export function publicOrganization(o: OrganizationRecord): Organization {
+  return { _id: o._id, name: o.name, slug: o.slug, createdAt: o.createdAt, updatedAt: o.updatedAt }
+}
+
+/** Never the hash: what lists and creation show of a key. */
+export function publicApiKey(k: ApiKeyRecord): ApiKey {
+  const { hash: _hash, ...rest } = k
+  return rest
+}
+
+export class IdentityService {
+  private readonly store: IdentityStore
+
+  constructor(store: IdentityStore) {
+    this.store = store
+  }
+
+  async createUser(input: { email: string; password: string; name: string }): Promise<UserRecord> {
+    const user: UserRecord = {
+      _id: newId(),
+      email: normaliseEmail(input.email),
+      name: input.name.trim(),
+      passwordHash: await hashPassword(input.password),
+      createdAt: new Date().toISOString(),
+    }
+    try {
+      await this.store.createUser(user)
+    } catch (err) {
+      if (err instanceof DuplicateError) throw new AppError('CONFLICT', 'a user with this email already exists')
+      throw err
+    }
+    return user
+  }
+
+  /** The user when the password matches; null otherwise (same work either way). */
+  async authenticate(email: string, password: string): Promise<UserRecord | null> {
+    const user = await this.store.findUserByEmail(normaliseEmail(email))
+    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH)
+    return user && ok ? user : null
+  }
+
+  async createOrganization(name: string, ownerId: string): Promise<OrganizationRecord> {
+    const base = orgSlug(name)
+    for (let n = 1; n < 1000; n++) {
+      const slug = n === 1 ? base : `${base}-${n}`
+      if (await this.store.isSlugTaken(slug)) continue
+      const now = new Date().toISOString()
+      const org: OrganizationRecord = { _id: newId(), name: name.trim(), slug, createdAt: now, updatedAt: now }
+      try {
+        await this.store.createOrganization(org, {
+          organizationId: org._id,
+          userId: ownerId,
+          role: 'OWNER',
+          status: 'ACTIVE',
+          createdAt: now,
+        })
+        return org
+      } catch (err) {
+        if (!(err instanceof DuplicateError)) throw err
+      }
+    }
+    throw new AppError('CONFLICT', 'could not allocate an organization slug')
+  }
+
+  async createApiKey(
+    organizationId: string,
+    createdBy: string,
+    input: CreateApiKeyRequest,
+  ): Promise<{ apiKey: ApiKey; key: string }> {
+    if (input.expiresAt && Date.parse(input.expiresAt) <= Date.now()) {
+      throw new AppError('VALIDATION_ERROR', 'expiresAt must be in the future', [
+        { path: '/body/expiresAt', message: 'must be in the future' },
+      ])
+    }
+    const key = generateApiKey()
+    const record: ApiKeyRecord = {
+      _id: newId(),
+      organizationId,
+      name: input.name.trim(),
+      prefix: apiKeyPrefix(key),
+      hash: hashApiKey(key),
+      scopes: [...new Set(input.scopes)] as Scope[],
+      expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
+      rateLimit: input.rateLimit ?? null,
+      createdBy,
+      createdAt: new Date().toISOString(),
+      lastUsedAt: null,
+      revokedAt: null,
+    }
+    await this.store.createApiKey(record)
+    return { apiKey: publicApiKey(record), key }
+  }
+
+  /**
+   * First install: creates the admin user and the organization when the user does not
+   * exist. Running it again changes nothing.
+   */
+  async bootstrap(input: { email: string; password: string; name?: string; orgName: string }): Promise<{
+    user: UserRecord
+    organization: OrganizationRecord | null
+    created: boolean
+  }> {
+    const existing = await this.store.findUserByEmail(normaliseEmail(input.email))
+    if (existing) {
+      const [organization] = await this.store.listOrganizationsForUser(existing._id)
+      return { user: existing, organization: organization ?? null, created: false }
+    }
+    let user: UserRecord
+    try {
+      user = await this.createUser({ email: input.email, password: input.password, name: input.name ?? 'Administrator' })
+    } catch (err) {
+      // Two replicas bootstrapping at once: the other one won.
+      if (err instanceof AppError && err.code === 'CONFLICT') return this.bootstrap(input)
+      throw err
+    }
+    const organization = await this.createOrganization(input.orgName, user._id)
+    return { user, organization, created: true }
+  }
+}

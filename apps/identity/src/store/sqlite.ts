@@ -1,0 +1,224 @@
+import type { DatabaseSync } from 'node:sqlite'
+import { isUniqueViolation, openSqlite, transaction } from '@pm/kit'
+import {
+  type ApiKeyRecord,
+  DuplicateError,
+  type IdentityStore,
+  type MembershipRecord,
+  type OrganizationRecord,
+  type SigningKeyRecord,
+  type UserRecord,
+} from './types.ts'
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS users (
+    id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, name TEXT NOT NULL,
+    password_hash TEXT NOT NULL, created_at TEXT NOT NULL)`,
+  `CREATE TABLE IF NOT EXISTS organizations (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, slug TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL)`,
+  `CREATE TABLE IF NOT EXISTS memberships (
+    organization_id TEXT NOT NULL REFERENCES organizations(id), user_id TEXT NOT NULL,
+    role TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL,
+    PRIMARY KEY (organization_id, user_id))`,
+  'CREATE INDEX IF NOT EXISTS memberships_user ON memberships(user_id)',
+  `CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, name TEXT NOT NULL, prefix TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE, scopes TEXT NOT NULL, expires_at TEXT, rate_limit TEXT,
+    created_by TEXT NOT NULL, created_at TEXT NOT NULL, last_used_at TEXT, revoked_at TEXT)`,
+  'CREATE INDEX IF NOT EXISTS api_keys_org ON api_keys(organization_id, created_at)',
+  `CREATE TABLE IF NOT EXISTS signing_keys (
+    kid TEXT PRIMARY KEY, alg TEXT NOT NULL, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
+    created_at TEXT NOT NULL)`,
+]
+
+type Row = Record<string, string | number | null>
+
+const str = (v: unknown): string => String(v)
+const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+
+function toUser(r: Row): UserRecord {
+  return { _id: str(r.id), email: str(r.email), name: str(r.name), passwordHash: str(r.password_hash), createdAt: str(r.created_at) }
+}
+function toOrg(r: Row): OrganizationRecord {
+  return { _id: str(r.id), name: str(r.name), slug: str(r.slug), createdAt: str(r.created_at), updatedAt: str(r.updated_at) }
+}
+function toMembership(r: Row): MembershipRecord {
+  return {
+    organizationId: str(r.organization_id),
+    userId: str(r.user_id),
+    role: str(r.role) as MembershipRecord['role'],
+    status: str(r.status) as MembershipRecord['status'],
+    createdAt: str(r.created_at),
+  }
+}
+function toKey(r: Row): ApiKeyRecord {
+  return {
+    _id: str(r.id),
+    organizationId: str(r.organization_id),
+    name: str(r.name),
+    prefix: str(r.prefix),
+    hash: str(r.hash),
+    scopes: JSON.parse(str(r.scopes)) as ApiKeyRecord['scopes'],
+    expiresAt: strOrNull(r.expires_at),
+    rateLimit: r.rate_limit ? (JSON.parse(str(r.rate_limit)) as ApiKeyRecord['rateLimit']) : null,
+    createdBy: str(r.created_by),
+    createdAt: str(r.created_at),
+    lastUsedAt: strOrNull(r.last_used_at),
+    revokedAt: strOrNull(r.revoked_at),
+  }
+}
+function toSigningKey(r: Row): SigningKeyRecord {
+  return {
+    kid: str(r.kid),
+    alg: str(r.alg),
+    privateJwk: JSON.parse(str(r.private_jwk)) as Record<string, unknown>,
+    publicJwk: JSON.parse(str(r.public_jwk)) as Record<string, unknown>,
+    createdAt: str(r.created_at),
+  }
+}
+
+export class SqliteIdentityStore implements IdentityStore {
+  private readonly db: DatabaseSync
+
+  constructor(file: string) {
+    this.db = openSqlite(file, SCHEMA)
+  }
+
+  private one(sql: string, ...params: (string | number | null)[]): Row | undefined {
+    return this.db.prepare(sql).get(...params) as Row | undefined
+  }
+  private all(sql: string, ...params: (string | number | null)[]): Row[] {
+    return this.db.prepare(sql).all(...params) as Row[]
+  }
+
+  async createUser(u: UserRecord): Promise<void> {
+    try {
+      this.db
+        .prepare('INSERT INTO users (id, email, name, password_hash, created_at) VALUES (?, ?, ?, ?, ?)')
+        .run(u._id, u.email, u.name, u.passwordHash, u.createdAt)
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new DuplicateError('user')
+      throw err
+    }
+  }
+
+  async findUserByEmail(email: string): Promise<UserRecord | null> {
+    const r = this.one('SELECT * FROM users WHERE email = ?', email)
+    return r ? toUser(r) : null
+  }
+
+  async findUserById(id: string): Promise<UserRecord | null> {
+    const r = this.one('SELECT * FROM users WHERE id = ?', id)
+    return r ? toUser(r) : null
+  }
+
+  async createOrganization(org: OrganizationRecord, owner: MembershipRecord): Promise<void> {
+    try {
+      transaction(this.db, () => {
+        this.db
+          .prepare('INSERT INTO organizations (id, name, slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?)')
+          .run(org._id, org.name, org.slug, org.createdAt, org.updatedAt)
+        this.db
+          .prepare('INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)')
+          .run(owner.organizationId, owner.userId, owner.role, owner.status, owner.createdAt)
+      })
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new DuplicateError('organization')
+      throw err
+    }
+  }
+
+  async getOrganization(id: string): Promise<OrganizationRecord | null> {
+    const r = this.one('SELECT * FROM organizations WHERE id = ?', id)
+    return r ? toOrg(r) : null
+  }
+
+  async listOrganizationsForUser(userId: string): Promise<OrganizationRecord[]> {
+    return this.all(
+      `SELECT o.* FROM organizations o JOIN memberships m ON m.organization_id = o.id
+       WHERE m.user_id = ? AND m.status = 'ACTIVE' ORDER BY o.created_at, o.id`,
+      userId,
+    ).map(toOrg)
+  }
+
+  async getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null> {
+    const r = this.one('SELECT * FROM memberships WHERE organization_id = ? AND user_id = ?', organizationId, userId)
+    return r ? toMembership(r) : null
+  }
+
+  async isSlugTaken(slug: string): Promise<boolean> {
+    return this.one('SELECT 1 AS x FROM organizations WHERE slug = ?', slug) !== undefined
+  }
+
+  async createApiKey(k: ApiKeyRecord): Promise<void> {
+    this.db
+      .prepare(
+        `INSERT INTO api_keys (id, organization_id, name, prefix, hash, scopes, expires_at, rate_limit,
+         created_by, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        k._id,
+        k.organizationId,
+        k.name,
+        k.prefix,
+        k.hash,
+        JSON.stringify(k.scopes),
+        k.expiresAt,
+        k.rateLimit ? JSON.stringify(k.rateLimit) : null,
+        k.createdBy,
+        k.createdAt,
+        k.lastUsedAt,
+        k.revokedAt,
+      )
+  }
+
+  async findApiKeyByHash(hash: string): Promise<ApiKeyRecord | null> {
+    const r = this.one('SELECT * FROM api_keys WHERE hash = ?', hash)
+    return r ? toKey(r) : null
+  }
+
+  async listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.all('SELECT * FROM api_keys WHERE organization_id = ? ORDER BY created_at, id', organizationId).map(toKey)
+  }
+
+  async revokeApiKey(organizationId: string, keyId: string, at: string): Promise<ApiKeyRecord | null> {
+    this.db
+      .prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL')
+      .run(at, keyId, organizationId)
+    const r = this.one('SELECT * FROM api_keys WHERE id = ? AND organization_id = ?', keyId, organizationId)
+    return r ? toKey(r) : null
+  }
+
+  async touchApiKey(keyId: string, at: string): Promise<void> {
+    this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, keyId)
+  }
+
+  async latestSigningKey(): Promise<SigningKeyRecord | null> {
+    const r = this.one('SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1')
+    return r ? toSigningKey(r) : null
+  }
+
+  async listSigningKeys(): Promise<SigningKeyRecord[]> {
+    return this.all('SELECT * FROM signing_keys ORDER BY created_at DESC').map(toSigningKey)
+  }
+
+  async ensureSigningKey(key: SigningKeyRecord): Promise<SigningKeyRecord> {
+    return transaction(this.db, () => {
+      const existing = this.one('SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1')
+      if (existing) return toSigningKey(existing)
+      this.db
+        .prepare('INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at) VALUES (?, ?, ?, ?, ?)')
+        .run(key.kid, key.alg, JSON.stringify(key.privateJwk), JSON.stringify(key.publicJwk), key.createdAt)
+      return key
+    })
+  }
+
+  async check(): Promise<void> {
+    this.one('SELECT 1 AS ok')
+  }
+
+  async close(): Promise<void> {
+    if (this.db.isOpen) this.db.close()
+  }
+}

@@ -1,0 +1,9 @@
+import { main, runServer } from '@pm/kit'
+import { buildApp } from './app.ts'
+import { loadWebhooksConfig } from './config.ts'
+
+await main(async () => {
+  const config = loadWebhooksConfig()
+  const app = await buildApp({ config })
+  await runServer(app, { host: config.HOST, port: config.PORT })
+})

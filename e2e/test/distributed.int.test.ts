@@ -1,0 +1,90 @@
+import { NatsBus } from '@pm/bus'
+import { EVENTS_STREAM, SUBJECTS, type VersionPublishedEvent } from '@pm/contracts'
+import { newId } from '@pm/kit'
+import { natsUrl } from '@pm/testkit'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { call } from '../src/client.ts'
+import { runSlice } from '../src/slice.ts'
+import { type Stack, startStack } from '../src/stack.ts'
+
+describe('distributed mode: five processes, real NATS and Redis', () => {
+  let stack: Stack
+  let consumerBus: NatsBus
+  const received: VersionPublishedEvent[] = []
+
+  beforeAll(async () => {
+    stack = await startStack()
+    consumerBus = await NatsBus.connect({
+      url: await natsUrl(),
+      stream: EVENTS_STREAM,
+      streamSubjects: ['pm.events.>'],
+      name: 'e2e-consumer',
+    })
+    await consumerBus.consume(SUBJECTS.versionPublished, `e2e-${newId()}`, async (data) => {
+      received.push(data as VersionPublishedEvent)
+    })
+  }, 120_000)
+
+  afterAll(async () => {
+    await consumerBus?.close()
+    await stack?.stop()
+  })
+
+  it('runs the slice through the gateway and delivers version.published over JetStream', async () => {
+    const result = await runSlice(stack.gateway)
+    await vi.waitFor(
+      () => {
+        const event = received.find((e) => e.data.versionId === result.versionId)
+        expect(event).toBeDefined()
+        expect(event?.type).toBe('version.published')
+        expect(event?.organizationId).toBe(result.organizationId)
+        expect(event?.data).toMatchObject({ promptId: result.promptId, version: 1, changeLog: 'first', slug: 'greeting-prompt' })
+      },
+      { timeout: 10_000, interval: 50 },
+    )
+    expect(received.filter((e) => e.data.versionId === result.versionId)).toHaveLength(1)
+  })
+
+  it('shapes errors and refuses forged internal headers', async () => {
+    const missing = await call<{ error: { code: string; requestId: string } }>(stack.gateway, 'GET', '/api/v1/prompts')
+    expect(missing.status).toBe(401)
+    expect(missing.body.error.code).toBe('AUTH_REQUIRED')
+    expect(missing.body.error.requestId).toBe(missing.headers.get('x-request-id'))
+
+    const unknown = await call<{ error: { code: string } }>(stack.gateway, 'GET', '/api/v1/nothing-here')
+    expect(unknown.status).toBe(404)
+    expect(unknown.body.error.code).toBe('NOT_FOUND')
+
+    const forged = await call<{ error: { code: string } }>(stack.gateway, 'GET', '/api/v1/prompts', {
+      headers: { 'x-pm-context': 'forged.context' },
+    })
+    expect(forged.status).toBe(401)
+
+    // A service reached directly, without the gateway's signed context, refuses.
+    const direct = await call<{ error: { code: string } }>(
+      `http://127.0.0.1:${stack.ports.prompts}`,
+      'GET',
+      '/api/v1/prompts',
+      { headers: { 'x-pm-context': 'forged.context' } },
+    )
+    expect(direct.status).toBe(401)
+    expect(direct.body.error.code).toBe('INVALID_CREDENTIALS')
+
+    const requestId = 'e2e-request-id-123'
+    const echoed = await call(stack.gateway, 'GET', '/api/v1/public/prompts', { headers: { 'x-request-id': requestId } })
+    expect(echoed.headers.get('x-request-id')).toBe(requestId)
+  })
+
+  it('answers 503 SERVICE_UNAVAILABLE when an upstream is down', async () => {
+    await stack.processes.prompts?.stop()
+    try {
+      const res = await call<{ error: { code: string } }>(stack.gateway, 'GET', '/api/v1/public/prompts')
+      expect(res.status).toBe(503)
+      expect(res.body.error.code).toBe('SERVICE_UNAVAILABLE')
+    } finally {
+      await stack.restart('prompts')
+    }
+    const back = await call(stack.gateway, 'GET', '/api/v1/public/prompts')
+    expect(back.status).toBe(200)
+  })
+})

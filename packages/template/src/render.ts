@@ -1,0 +1,92 @@
+import type { Variable } from '@pm/contracts'
+import { type CompiledTemplate, compileTemplate } from './compile.ts'
+
+/**
+ * `invoke` renders a published version for a caller: unresolved placeholders become "" and missing
+ * required variables are reported so the caller can refuse the request. `inject` is the draft preview:
+ * it never fails and leaves unresolved placeholders as written so the author can see them.
+ */
+export type RenderMode = 'invoke' | 'inject'
+
+export interface RenderOutcome {
+  renderedContent: string
+  /** Declared required variables whose key is absent from the values, in declaration order. */
+  missingRequired: string[]
+  /** Placeholders with neither a supplied value nor a default, unique, in order of first appearance. */
+  unresolved: string[]
+}
+
+/**
+ * A key counts as supplied when it is an own property, even with "" or null. `undefined` counts as
+ * absent: JSON cannot carry it, and in code `{ x: undefined }` conventionally means "not set".
+ * Own-property check so that `{{constructor}}` or `{{toString}}` never pick up Object.prototype.
+ */
+function suppliedValue(values: Record<string, unknown>, name: string): unknown {
+  return Object.hasOwn(values, name) ? values[name] : undefined
+}
+
+/** Renders a supplied value as text. */
+export function formatValue(value: unknown): string {
+  if (typeof value === 'string') return value
+  // null is "supplied but empty" rather than the text "null": callers send null to blank a variable
+  // explicitly, and it still satisfies a required variable.
+  if (value === null) return ''
+  // toJSON may yield undefined (JSON.stringify then returns undefined despite its declared type).
+  if (typeof value === 'object') return JSON.stringify(value) ?? ''
+  return String(value)
+}
+
+export function renderCompiled(
+  compiled: CompiledTemplate,
+  variables: readonly Variable[],
+  values: Record<string, unknown>,
+  mode: RenderMode,
+): RenderOutcome {
+  const declared = new Map<string, Variable>()
+  for (const v of variables) {
+    if (!declared.has(v.name)) declared.set(v.name, v)
+  }
+
+  // Required-ness is the prompt's declared contract, so it is enforced even for a variable the
+  // template no longer uses (a stale one); syncVariables reports those to the author.
+  const missingRequired: string[] = []
+  for (const v of declared.values()) {
+    if (v.required && suppliedValue(values, v.name) === undefined) missingRequired.push(v.name)
+  }
+
+  // Resolve each unique name once; an undefined entry means "leave the placeholder as written".
+  const resolved: (string | undefined)[] = []
+  const unresolved: string[] = []
+  for (const name of compiled.names) {
+    const value = suppliedValue(values, name)
+    if (value !== undefined) {
+      resolved.push(formatValue(value))
+      continue
+    }
+    const fallback = declared.get(name)?.defaultValue
+    if (fallback !== undefined) {
+      resolved.push(fallback)
+      continue
+    }
+    unresolved.push(name)
+    resolved.push(mode === 'invoke' ? '' : undefined)
+  }
+
+  // Values are appended, never re-scanned, so a value containing `{{x}}` is not expanded again.
+  let out = ''
+  for (const slot of compiled.slots) {
+    out += slot.before + (resolved[slot.id] ?? slot.raw)
+  }
+  out += compiled.tail
+  return { renderedContent: out, missingRequired, unresolved }
+}
+
+/** One-off rendering; services that render the same template repeatedly should cache compileTemplate. */
+export function renderTemplate(
+  template: string,
+  variables: readonly Variable[],
+  values: Record<string, unknown>,
+  mode: RenderMode,
+): RenderOutcome {
+  return renderCompiled(compileTemplate(template), variables, values, mode)
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Entry point of the README's commands. Gets Node 24 and pnpm (scripts/toolchain.sh),
+# installs the workspace when needed, then runs the asked-for task.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+# shellcheck source=scripts/toolchain.sh
+source "$ROOT/scripts/toolchain.sh"
+
+# Install when node_modules is missing or older than the lockfile.
+if [ ! -f node_modules/.modules.yaml ] || [ pnpm-lock.yaml -nt node_modules/.modules.yaml ]; then
+  pnpm install --frozen-lockfile >&2
+fi
+
+task="${1:-}"
+shift || true
+NODE_RUN=(node --conditions=source --disable-warning=ExperimentalWarning)
+case "$task" in
+  start)
+    exec "${NODE_RUN[@]}" packages/embedded/src/main.ts "$@"
+    ;;
+  test)
+    # Unit tests, type checks and lint of every package, then the tests that use real
+    # servers and processes (NATS_URL / REDIS_URL, or testcontainers), one package at a time.
+    pnpm turbo run typecheck lint test --output-logs=errors-only
+    pnpm turbo run test:int --concurrency=1 --output-logs=full
+    ;;
+  bench-invoke)
+    exec "${NODE_RUN[@]}" bench/src/invoke.ts "$@"
+    ;;
+  cli)
+    exec "${NODE_RUN[@]}" packages/cli/src/main.ts "$@"
+    ;;
+  turbo)
+    exec pnpm turbo "$@"
+    ;;
+  *)
+    echo "usage: scripts/run.sh start|test|bench-invoke|cli|turbo ..." >&2
+    exit 2
+    ;;
+esac
