@@ -4,13 +4,14 @@ import { newId } from '@pm/kit'
 import { natsUrl } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { call } from '../src/client.ts'
-import { runSlice } from '../src/slice.ts'
+import { runSlice, type SliceResult } from '../src/slice.ts'
 import { type Stack, startStack } from '../src/stack.ts'
 
 describe('distributed mode: five processes, real NATS and Redis', () => {
   let stack: Stack
   let consumerBus: NatsBus
   const received: VersionPublishedEvent[] = []
+  let slice: SliceResult | undefined
 
   beforeAll(async () => {
     stack = await startStack()
@@ -32,6 +33,7 @@ describe('distributed mode: five processes, real NATS and Redis', () => {
 
   it('runs the slice through the gateway and delivers version.published over JetStream', async () => {
     const result = await runSlice(stack.gateway)
+    slice = result
     await vi.waitFor(
       () => {
         const event = received.find((e) => e.data.versionId === result.versionId)
@@ -71,20 +73,22 @@ describe('distributed mode: five processes, real NATS and Redis', () => {
     expect(direct.body.error.code).toBe('INVALID_CREDENTIALS')
 
     const requestId = 'e2e-request-id-123'
-    const echoed = await call(stack.gateway, 'GET', '/api/v1/public/prompts', { headers: { 'x-request-id': requestId } })
+    const echoed = await call(stack.gateway, 'GET', '/api/v1/prompts', { headers: { 'x-request-id': requestId } })
     expect(echoed.headers.get('x-request-id')).toBe(requestId)
   })
 
   it('answers 503 SERVICE_UNAVAILABLE when an upstream is down', async () => {
+    const token = slice?.apiKey
+    expect(token).toBeDefined()
     await stack.processes.prompts?.stop()
     try {
-      const res = await call<{ error: { code: string } }>(stack.gateway, 'GET', '/api/v1/public/prompts')
+      const res = await call<{ error: { code: string } }>(stack.gateway, 'GET', '/api/v1/prompts', { token })
       expect(res.status).toBe(503)
       expect(res.body.error.code).toBe('SERVICE_UNAVAILABLE')
     } finally {
       await stack.restart('prompts')
     }
-    const back = await call(stack.gateway, 'GET', '/api/v1/public/prompts')
+    const back = await call(stack.gateway, 'GET', '/api/v1/prompts', { token })
     expect(back.status).toBe(200)
   })
 })

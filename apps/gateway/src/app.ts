@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { IncomingHttpHeaders } from 'node:http'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import proxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import { type ApiKeyRevokedEvent, AppError, type CallerContext, CONTEXT_HEADER, INTERNAL_HEADER_PREFIX, SUBJECTS } from '@pm/contracts'
 import { createBus, type EventBus } from '@pm/bus'
@@ -27,6 +27,9 @@ declare module 'fastify' {
     policyMatch: PolicyMatch | null
     contextToken: string | null
     limitOutcome: LimitOutcome | null
+    /** The JSON body, when the gateway had to read it (organizationId, email, fork target). */
+    peekedBody: Record<string, unknown> | null
+    peekedLength: number | null
   }
 }
 
@@ -45,15 +48,19 @@ async function readBody(stream: Readable, limit: number): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-function bodyField(body: unknown, field: string): string | undefined {
-  if (!Buffer.isBuffer(body) || body.length === 0) return undefined
+function parseJson(body: Buffer): Record<string, unknown> | null {
+  if (body.length === 0) return null
   try {
-    const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>
-    const value = parsed?.[field]
-    return typeof value === 'string' ? value : undefined
+    const parsed: unknown = JSON.parse(body.toString('utf8'))
+    return parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : null
   } catch {
-    return undefined // the service answers the malformed body with its own 400
+    return null // the service answers the malformed body with its own 400
   }
+}
+
+function bodyField(request: FastifyRequest, field: string): string | undefined {
+  const value = request.peekedBody?.[field]
+  return typeof value === 'string' ? value : undefined
 }
 
 function queryField(request: FastifyRequest, field: string): string | undefined {
@@ -123,6 +130,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   app.decorateRequest('policyMatch', null)
   app.decorateRequest('contextToken', null)
   app.decorateRequest('limitOutcome', null)
+  app.decorateRequest('peekedBody', null)
+  app.decorateRequest('peekedLength', null)
 
   const limit = async (request: FastifyRequest, name: string, key: string, points: number, duration: number) => {
     try {
@@ -162,16 +171,22 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     if (!match) return
     const { policy, params } = match
     const needsBody =
-      request.body !== undefined &&
-      !Buffer.isBuffer(request.body) &&
+      request.body instanceof Readable &&
+      String(request.headers['content-type'] ?? '').includes('json') &&
       (policy.limit === 'login' || policy.target !== undefined || (policy.org === 'context' && policy.auth !== 'public'))
-    if (needsBody) request.body = await readBody(request.body as Readable, policy.bodyLimit ?? DEFAULT_BODY_LIMIT)
+    if (needsBody) {
+      // Read once, peek at the fields the gateway needs, and forward the very same bytes.
+      const raw = await readBody(request.body as Readable, policy.bodyLimit ?? DEFAULT_BODY_LIMIT)
+      request.peekedBody = parseJson(raw)
+      request.peekedLength = raw.length
+      request.body = Readable.from([raw])
+    }
 
     const caller: CallerContext = { kind: 'anonymous', scopes: [], requestId: request.id }
     if (policy.auth === 'public') {
       if (policy.limit === 'login') {
         await limit(request, 'login-ip', request.ip, config.RATE_LIMIT_LOGIN_IP_POINTS, config.RATE_LIMIT_LOGIN_DURATION_S)
-        const email = bodyField(request.body, 'email')?.trim().toLowerCase()
+        const email = bodyField(request, 'email')?.trim().toLowerCase()
         if (email) {
           await limit(request, 'login-email', email, config.RATE_LIMIT_LOGIN_EMAIL_POINTS, config.RATE_LIMIT_LOGIN_DURATION_S)
         }
@@ -194,7 +209,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         caller.organizationId = key.organizationId
         if (policy.org === 'path' && params.id !== key.organizationId) throw new AppError('NOT_FOUND', 'organization not found')
         if (policy.org === 'context') {
-          const asked = queryField(request, 'organizationId') ?? bodyField(request.body, 'organizationId')
+          const asked = queryField(request, 'organizationId') ?? bodyField(request, 'organizationId')
           if (asked !== undefined && asked !== key.organizationId) throw new AppError('NOT_FOUND', 'organization not found')
         }
       } else {
@@ -203,7 +218,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         let organizationId: string | undefined
         if (policy.org === 'path') organizationId = params.id
         else if (policy.org === 'context') {
-          organizationId = queryField(request, 'organizationId') ?? bodyField(request.body, 'organizationId') ?? credential.org
+          organizationId = queryField(request, 'organizationId') ?? bodyField(request, 'organizationId') ?? credential.org
           if (!organizationId) {
             throw new AppError('VALIDATION_ERROR', 'organizationId is required with an access token', [
               { path: '/query/organizationId', message: 'is required' },
@@ -223,7 +238,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
       }
     }
     if (policy.target) {
-      const target = bodyField(request.body, policy.target) ?? (policy.target === 'targetOrganizationId' ? caller.organizationId : undefined)
+      const target = bodyField(request, policy.target) ?? (policy.target === 'targetOrganizationId' ? caller.organizationId : undefined)
       if (target && caller.userId) {
         const role = await auth.activeRole(target, caller.userId, request.id)
         if (!role) throw new AppError('MEMBERSHIP_REQUIRED', 'an ACTIVE membership in the target organization is required')
@@ -252,7 +267,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         delete out.authorization
         delete out.connection
         if (request.contextToken) out[CONTEXT_HEADER] = request.contextToken
-        if (Buffer.isBuffer(request.body)) out['content-length'] = String(request.body.length)
+        if (request.peekedLength !== null) out['content-length'] = String(request.peekedLength)
         return out
       },
       rewriteHeaders: (headers) => {

@@ -22,8 +22,9 @@ function trimHyphens(s: string): string {
 /** A URL-safe, ASCII, lower-case, hyphen-separated form of a prompt name (never empty). */
 export function slugify(name: string): string {
   const ascii = name
-    .toLowerCase()
     .normalize('NFKD')
+    // After decomposing, so compatibility forms such as "№" → "No" are lowered too.
+    .toLowerCase()
     .replace(/\p{M}/gu, '')
     .replace(TRANSLITERABLE, (c) => TRANSLITERATE[c] ?? '-')
   const slug = trimHyphens(trimHyphens(ascii.replace(/[^a-z0-9]+/g, '-')).slice(0, SLUG_MAX))

@@ -23,7 +23,13 @@ describe('generateSecret', () => {
 describe('signDelivery', () => {
   it('produces headers the standardwebhooks library verifies', () => {
     const secret = generateSecret()
-    const headers = signDelivery({ secret, eventId: 'evt_1', deliveryId: 'dlv_1', body, timestampSeconds: now() })
+    const headers = signDelivery({
+      secret,
+      eventId: 'evt_1',
+      deliveryId: 'dlv_1',
+      body,
+      timestampSeconds: now(),
+    })
     expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body))
     expect(headers['content-type']).toBe('application/json')
     expect(headers['webhook-id']).toBe('evt_1')
@@ -78,7 +84,16 @@ describe('verifyServiceSignature', () => {
   })
 
   it('rejects malformed headers without throwing', () => {
-    for (const bad of [undefined, null, '', 'garbage', `t=${t}`, 'v1=abcd', `t=${t},v1=zz`, `t=abc,v1=${'0'.repeat(64)}`]) {
+    for (const bad of [
+      undefined,
+      null,
+      '',
+      'garbage',
+      `t=${t}`,
+      'v1=abcd',
+      `t=${t},v1=zz`,
+      `t=abc,v1=${'0'.repeat(64)}`,
+    ]) {
       expect(verifyServiceSignature(bad, body, secret, 300, t)).toBe(false)
     }
   })

@@ -48,7 +48,8 @@ export interface SignDeliveryInput {
 export function signDelivery(input: SignDeliveryInput): Record<string, string> {
   const key = secretKeyBytes(input.secret)
   const t = Math.floor(input.timestampSeconds)
-  if (!Number.isSafeInteger(t) || t < 0) throw new RangeError('timestampSeconds must be a unix time in seconds')
+  if (!Number.isSafeInteger(t) || t < 0)
+    throw new RangeError('timestampSeconds must be a unix time in seconds')
   const serviceSig = createHmac('sha256', key).update(`${t}.${input.body}`, 'utf8').digest('hex')
   const standardSig = createHmac('sha256', key)
     .update(`${input.eventId}.${t}.${input.body}`, 'utf8')

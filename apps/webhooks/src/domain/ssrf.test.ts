@@ -147,7 +147,10 @@ describe('checkTargetUrl', () => {
   })
 
   it('accepts a public IP literal without resolving it', async () => {
-    const target = await checkTargetUrl('http://93.184.216.34:8080/', { allowPrivate: false, lookup: failingLookup })
+    const target = await checkTargetUrl('http://93.184.216.34:8080/', {
+      allowPrivate: false,
+      lookup: failingLookup,
+    })
     expect(target.addresses).toEqual([{ address: '93.184.216.34', family: 4 }])
   })
 
@@ -171,8 +174,12 @@ describe('checkTargetUrl', () => {
   )
 
   it('refuses credentials in the URL', async () => {
-    expect((await refusal('https://user:pw@example.com/', fixed('93.184.216.34'))).reason).toBe('credentials_in_url')
-    expect((await refusal('https://user@example.com/', fixed('93.184.216.34'))).reason).toBe('credentials_in_url')
+    expect((await refusal('https://user:pw@example.com/', fixed('93.184.216.34'))).reason).toBe(
+      'credentials_in_url',
+    )
+    expect((await refusal('https://user@example.com/', fixed('93.184.216.34'))).reason).toBe(
+      'credentials_in_url',
+    )
   })
 
   it('refuses unparseable URLs and unresolvable names', async () => {
@@ -184,7 +191,10 @@ describe('checkTargetUrl', () => {
   it('lets private addresses through with allowPrivate, but still only http and https', async () => {
     const target = await checkTargetUrl('http://127.0.0.1:3000/', { allowPrivate: true })
     expect(target.addresses).toEqual([{ address: '127.0.0.1', family: 4 }])
-    const named = await checkTargetUrl('http://receiver.internal/', { allowPrivate: true, lookup: fixed('10.0.0.5') })
+    const named = await checkTargetUrl('http://receiver.internal/', {
+      allowPrivate: true,
+      lookup: fixed('10.0.0.5'),
+    })
     expect(named.addresses).toEqual([{ address: '10.0.0.5', family: 4 }])
     await expect(checkTargetUrl('ftp://127.0.0.1/', { allowPrivate: true })).rejects.toMatchObject({
       reason: 'unsupported_protocol',
@@ -227,7 +237,9 @@ describe('pinnedDispatcher', () => {
   it('fails to connect rather than fall back to DNS when no address fits', async () => {
     const dispatcher = pinnedDispatcher([])
     try {
-      await expect(request(`http://receiver.invalid:${port}/`, { dispatcher })).rejects.toThrow(/no checked address/)
+      await expect(request(`http://receiver.invalid:${port}/`, { dispatcher })).rejects.toThrow(
+        /no checked address/,
+      )
     } finally {
       await dispatcher.close()
     }

@@ -94,11 +94,11 @@ function ipv4FromGroups(high: number, low: number): string {
  * 6to4 (2002::/16). A mapped ::ffff:7f00:1 is 127.0.0.1 on a dual-stack socket.
  */
 function embeddedIPv4(groups: number[]): string | undefined {
-  const [g0, g1, g2, g3, g4, g5, g6, g7] = groups as [number, number, number, number, number, number, number, number]
-  const zeroTo = (n: number) => groups.slice(0, n).every((g) => g === 0)
-  if (zeroTo(5) && g5 === 0xffff) return ipv4FromGroups(g6, g7)
-  if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) return ipv4FromGroups(g6, g7)
-  if (g0 === 0x2002) return ipv4FromGroups(g1, g2)
+  const g = (i: number) => groups[i] ?? 0
+  const zeros = (from: number, to: number) => groups.slice(from, to).every((x) => x === 0)
+  if (zeros(0, 5) && g(5) === 0xffff) return ipv4FromGroups(g(6), g(7))
+  if (g(0) === 0x64 && g(1) === 0xff9b && zeros(2, 6)) return ipv4FromGroups(g(6), g(7))
+  if (g(0) === 0x2002) return ipv4FromGroups(g(1), g(2))
   return undefined
 }
 
@@ -145,7 +145,10 @@ export async function checkTargetUrl(url: string, options: CheckTargetOptions): 
     throw new SsrfError('invalid_url', 'invalid URL')
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new SsrfError('unsupported_protocol', `protocol ${parsed.protocol} is not allowed; use http or https`)
+    throw new SsrfError(
+      'unsupported_protocol',
+      `protocol ${parsed.protocol} is not allowed; use http or https`,
+    )
   }
   if (parsed.username !== '' || parsed.password !== '') {
     throw new SsrfError('credentials_in_url', 'URLs must not contain credentials')

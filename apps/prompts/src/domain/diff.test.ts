@@ -1,0 +1,136 @@
+import type { Variable } from '@pm/contracts'
+import { describe, expect, it } from 'vitest'
+import { diffVersions } from './diff.ts'
+
+const labels = { from: 'v1', to: 'v2' }
+const v = (name: string, extra: Partial<Variable> = {}): Variable => ({ name, required: true, ...extra })
+
+describe('diffVersions', () => {
+  it('reports nothing for identical inputs', () => {
+    const side = { template: 'Hello {{name}}\nBye', variables: [v('name')] }
+    expect(diffVersions(side, { ...side, variables: [v('name')] }, labels)).toEqual({
+      from: 'v1',
+      to: 'v2',
+      template: { hunks: [], added: 0, removed: 0 },
+      variables: { added: [], removed: [], changed: [] },
+    })
+  })
+
+  it('returns exactly the documented shape', () => {
+    const d = diffVersions({ template: 'a\nb\nc', variables: [] }, { template: 'a\nB\nc', variables: [] }, labels)
+    expect(Object.keys(d).sort()).toEqual(['from', 'template', 'to', 'variables'])
+    expect(Object.keys(d.template).sort()).toEqual(['added', 'hunks', 'removed'])
+    expect(Object.keys(d.variables).sort()).toEqual(['added', 'changed', 'removed'])
+    expect(d.template.hunks).toHaveLength(1)
+    expect(Object.keys(d.template.hunks[0] ?? {}).sort()).toEqual([
+      'lines',
+      'newLines',
+      'newStart',
+      'oldLines',
+      'oldStart',
+    ])
+  })
+
+  it('diffs a one-line change with its context', () => {
+    const d = diffVersions(
+      { template: 'a\nb\nc\n', variables: [] },
+      { template: 'a\nB\nc\n', variables: [] },
+      labels,
+    )
+    expect(d.template).toEqual({
+      hunks: [{ oldStart: 1, oldLines: 3, newStart: 1, newLines: 3, lines: [' a', '-b', '+B', ' c'] }],
+      added: 1,
+      removed: 1,
+    })
+  })
+
+  it('splits distant changes into separate hunks and counts every added and removed line', () => {
+    const lines = Array.from({ length: 40 }, (_, i) => `line ${i + 1}`)
+    const before = `${lines.join('\n')}\n`
+    const changed = [...lines]
+    changed[1] = 'LINE 2'
+    changed.splice(20, 1) // remove line 21
+    changed.splice(34, 0, 'new a', 'new b') // insert near the end
+    const after = `${changed.join('\n')}\n`
+
+    const d = diffVersions({ template: before, variables: [] }, { template: after, variables: [] }, labels)
+    expect(d.template.hunks).toHaveLength(3)
+    expect(d.template.added).toBe(3)
+    expect(d.template.removed).toBe(2)
+    const [first, second, third] = d.template.hunks
+    expect(first).toMatchObject({ oldStart: 1, newStart: 1 })
+    expect(first?.lines).toContain('-line 2')
+    expect(first?.lines).toContain('+LINE 2')
+    expect(second?.lines).toContain('-line 21')
+    expect(second?.oldLines).toBe((second?.newLines ?? 0) + 1)
+    expect(third?.lines.filter((l) => l.startsWith('+'))).toEqual(['+new a', '+new b'])
+    // Hunk line counts agree with their lines (the no-newline marker counts for neither side).
+    for (const h of d.template.hunks) {
+      const oldCount = h.lines.filter((l) => l.startsWith(' ') || l.startsWith('-')).length
+      const newCount = h.lines.filter((l) => l.startsWith(' ') || l.startsWith('+')).length
+      expect([oldCount, newCount]).toEqual([h.oldLines, h.newLines])
+    }
+  })
+
+  it('handles a template written from nothing and one emptied', () => {
+    const created = diffVersions({ template: '', variables: [] }, { template: 'x\ny', variables: [] }, labels)
+    expect(created.template.added).toBe(2)
+    expect(created.template.removed).toBe(0)
+    expect(created.template.hunks).toHaveLength(1)
+
+    const emptied = diffVersions({ template: 'x\ny', variables: [] }, { template: '', variables: [] }, labels)
+    expect(emptied.template.added).toBe(0)
+    expect(emptied.template.removed).toBe(2)
+  })
+
+  it('shows a change that is only a trailing newline', () => {
+    const d = diffVersions({ template: 'a', variables: [] }, { template: 'a\n', variables: [] }, labels)
+    expect(d.template.hunks[0]?.lines).toEqual(['-a', '\\ No newline at end of file', '+a'])
+    expect(d.template.added).toBe(1)
+    expect(d.template.removed).toBe(1)
+  })
+
+  it('compares variables by name: added, removed, changed', () => {
+    const from = [v('keep'), v('gone'), v('req'), v('desc', { description: 'old' }), v('dflt')]
+    const to = [
+      v('fresh', { required: false }),
+      v('keep'),
+      v('req', { required: false }),
+      v('desc', { description: 'new' }),
+      v('dflt', { defaultValue: 'x' }),
+    ]
+    const d = diffVersions({ template: 't', variables: from }, { template: 't', variables: to }, labels)
+    expect(d.template).toEqual({ hunks: [], added: 0, removed: 0 })
+    expect(d.variables.added).toEqual([v('fresh', { required: false })])
+    expect(d.variables.removed).toEqual([v('gone')])
+    expect(d.variables.changed).toEqual([
+      { name: 'req', before: v('req'), after: v('req', { required: false }) },
+      { name: 'desc', before: v('desc', { description: 'old' }), after: v('desc', { description: 'new' }) },
+      { name: 'dflt', before: v('dflt'), after: v('dflt', { defaultValue: 'x' }) },
+    ])
+  })
+
+  it('ignores the order of variables', () => {
+    const d = diffVersions(
+      { template: '', variables: [v('a'), v('b')] },
+      { template: '', variables: [v('b'), v('a')] },
+      labels,
+    )
+    expect(d.variables).toEqual({ added: [], removed: [], changed: [] })
+  })
+
+  it('treats a renamed variable as one removed and one added', () => {
+    const d = diffVersions(
+      { template: '{{a}}', variables: [v('a')] },
+      { template: '{{b}}', variables: [v('b')] },
+      { from: 'draft', to: 'v7' },
+    )
+    expect(d.from).toBe('draft')
+    expect(d.to).toBe('v7')
+    expect(d.variables.added.map((x) => x.name)).toEqual(['b'])
+    expect(d.variables.removed.map((x) => x.name)).toEqual(['a'])
+    expect(d.variables.changed).toEqual([])
+    expect(d.template.added).toBe(1)
+    expect(d.template.removed).toBe(1)
+  })
+})

@@ -1,0 +1,101 @@
+import { performance } from 'node:perf_hooks'
+import { request } from 'undici'
+import { checkTargetUrl, pinnedDispatcher, type ResolvedAddress, SsrfError } from './ssrf.ts'
+
+export interface DeliveryRequest {
+  url: string
+  /** Sent byte for byte: it is what the signature headers were computed over. */
+  body: string
+  headers: Record<string, string>
+  /**
+   * Addresses to use for the URL's host name instead of asking DNS (a caller's earlier
+   * `checkTargetUrl` result, or a test's). They are checked again all the same.
+   */
+  addresses?: ResolvedAddress[]
+  allowPrivate: boolean
+  /** Deadline for the whole exchange: connect, headers and the (capped) body. */
+  timeoutMs?: number
+  /** Receivers' bodies are kept for debugging only; there is no reason to store more. */
+  maxResponseBytes?: number
+}
+
+export interface DeliveryResult {
+  /** null when no response status arrived: refused target, network error or timeout. */
+  status: number | null
+  responseBody: string
+  error?: string
+  durationMs: number
+}
+
+function describeError(err: unknown, timeoutMs: number): string {
+  if (err instanceof SsrfError) return `refused target (${err.reason}): ${err.message}`
+  if (err instanceof Error) {
+    if (err.name === 'TimeoutError') return `timed out after ${timeoutMs} ms`
+    const code = (err as NodeJS.ErrnoException).code
+    return code && !err.message.includes(code) ? `${code}: ${err.message}` : err.message
+  }
+  return String(err)
+}
+
+/**
+ * POSTs one delivery attempt and never throws: every failure comes back as a result the retry
+ * logic can classify. The target is checked again at each attempt, since its DNS may now point
+ * somewhere private, and the connection is pinned to the addresses that passed the check.
+ * Redirects are not followed: undici's `request` only follows them through the redirect
+ * interceptor, which is not installed, so a 3xx is returned as is (and retried as a failure);
+ * following one would let a receiver steer us to an unchecked address.
+ */
+export async function sendDelivery(req: DeliveryRequest): Promise<DeliveryResult> {
+  const timeoutMs = req.timeoutMs ?? 15_000
+  const maxResponseBytes = req.maxResponseBytes ?? 4096
+  const started = performance.now()
+  const elapsed = () => Math.round(performance.now() - started)
+
+  let target: Awaited<ReturnType<typeof checkTargetUrl>>
+  try {
+    const fixed = req.addresses
+    target = await checkTargetUrl(req.url, {
+      allowPrivate: req.allowPrivate,
+      ...(fixed ? { lookup: async () => fixed } : {}),
+    })
+  } catch (err) {
+    return { status: null, responseBody: '', error: describeError(err, timeoutMs), durationMs: elapsed() }
+  }
+
+  const dispatcher = pinnedDispatcher(target.addresses)
+  let status: number | null = null
+  const chunks: Buffer[] = []
+  let received = 0
+  try {
+    const res = await request(target.url, {
+      dispatcher,
+      method: 'POST',
+      headers: req.headers,
+      body: req.body,
+      // The signal bounds the total time; these stop undici's much longer defaults applying first.
+      signal: AbortSignal.timeout(timeoutMs),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    })
+    status = res.statusCode
+    for await (const chunk of res.body) {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array)
+      chunks.push(buf.subarray(0, maxResponseBytes - received))
+      received += buf.length
+      // Leaving the loop destroys the stream, so the rest of a huge body is never downloaded.
+      if (received >= maxResponseBytes) break
+    }
+    return { status, responseBody: Buffer.concat(chunks).toString('utf8'), durationMs: elapsed() }
+  } catch (err) {
+    // A status that did arrive is kept: the receiver answered, even if its body then stalled.
+    return {
+      status,
+      responseBody: Buffer.concat(chunks).toString('utf8'),
+      error: describeError(err, timeoutMs),
+      durationMs: elapsed(),
+    }
+  } finally {
+    // Destroy rather than close: the dispatcher is single-use and may hold a half-read response.
+    await dispatcher.destroy().catch(() => {})
+  }
+}
