@@ -7,7 +7,11 @@ export default defineConfig({
   ssr: { resolve: { conditions: ['source'] } },
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    exclude: ['**/node_modules/**', '**/dist/**', process.env.VITEST_INT === '1' ? '' : '**/*.int.test.ts'].filter(Boolean),
+    exclude: [
+      '**/node_modules/**',
+      '**/dist/**',
+      process.env.VITEST_INT === '1' ? '' : '**/*.int.test.ts',
+    ].filter(Boolean),
     testTimeout: 30_000,
     hookTimeout: 60_000,
   },

@@ -43,28 +43,38 @@ export async function runSlice(base: string): Promise<SliceResult> {
   expect(apiKey).toMatch(/^pk_/)
   expect(created.body.data.apiKey).not.toHaveProperty('hash')
 
-  const prompt = await call<Data<{ _id: string; slug: string; variables: { name: string; required: boolean }[] }>>(
-    base,
-    'POST',
-    '/api/v1/prompts',
-    { token: apiKey, body: { name: 'Greeting Prompt', template: 'Hello {{ name }}, welcome to {{place}}!' } },
-  )
+  const prompt = await call<
+    Data<{ _id: string; slug: string; variables: { name: string; required: boolean }[] }>
+  >(base, 'POST', '/api/v1/prompts', {
+    token: apiKey,
+    body: { name: 'Greeting Prompt', template: 'Hello {{ name }}, welcome to {{place}}!' },
+  })
   expect(prompt.status).toBe(201)
   expect(prompt.body.data.slug).toBe('greeting-prompt')
   expect(prompt.body.data.variables.map((v) => v.name)).toEqual(['name', 'place'])
   const promptId = prompt.body.data._id
 
-  const beforePublish = await call<{ error: { code: string } }>(base, 'POST', `/api/v1/prompts/${promptId}/invoke`, {
-    token: apiKey,
-    body: { variables: { name: 'Ada', place: 'Paris' } },
-  })
+  const beforePublish = await call<{ error: { code: string } }>(
+    base,
+    'POST',
+    `/api/v1/prompts/${promptId}/invoke`,
+    {
+      token: apiKey,
+      body: { variables: { name: 'Ada', place: 'Paris' } },
+    },
+  )
   expect(beforePublish.status).toBe(400)
   expect(beforePublish.body.error.code).toBe('NO_PUBLISHED_VERSION')
 
-  const publishWithKey = await call<{ error: { code: string } }>(base, 'POST', `/api/v1/prompts/${promptId}/publish`, {
-    token: apiKey,
-    body: {},
-  })
+  const publishWithKey = await call<{ error: { code: string } }>(
+    base,
+    'POST',
+    `/api/v1/prompts/${promptId}/publish`,
+    {
+      token: apiKey,
+      body: {},
+    },
+  )
   expect(publishWithKey.status).toBe(403)
   expect(publishWithKey.body.error.code).toBe('USER_TOKEN_REQUIRED')
 

@@ -2,7 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { freePort, natsUrl, REPO_ROOT, redisUrl, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import {
+  freePort,
+  natsUrl,
+  REPO_ROOT,
+  redisUrl,
+  type RunningProcess,
+  startProcess,
+  waitForHttp,
+} from '@pm/testkit'
 import { ADMIN } from './slice.ts'
 
 export interface Stack {
@@ -46,7 +54,10 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
   }
   const processes: Record<string, RunningProcess> = {}
   const launch = async (name: string) => {
-    const proc = startProcess(name, join(REPO_ROOT, `apps/${name}/src/server.ts`), { ...env, PORT: String(ports[name]) })
+    const proc = startProcess(name, join(REPO_ROOT, `apps/${name}/src/server.ts`), {
+      ...env,
+      PORT: String(ports[name]),
+    })
     processes[name] = proc
     await waitForHttp(`http://127.0.0.1:${ports[name]}/health/ready`, 30_000, proc)
   }

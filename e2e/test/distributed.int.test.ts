@@ -40,7 +40,12 @@ describe('distributed mode: five processes, real NATS and Redis', () => {
         expect(event).toBeDefined()
         expect(event?.type).toBe('version.published')
         expect(event?.organizationId).toBe(result.organizationId)
-        expect(event?.data).toMatchObject({ promptId: result.promptId, version: 1, changeLog: 'first', slug: 'greeting-prompt' })
+        expect(event?.data).toMatchObject({
+          promptId: result.promptId,
+          version: 1,
+          changeLog: 'first',
+          slug: 'greeting-prompt',
+        })
       },
       { timeout: 10_000, interval: 50 },
     )
@@ -48,7 +53,11 @@ describe('distributed mode: five processes, real NATS and Redis', () => {
   })
 
   it('shapes errors and refuses forged internal headers', async () => {
-    const missing = await call<{ error: { code: string; requestId: string } }>(stack.gateway, 'GET', '/api/v1/prompts')
+    const missing = await call<{ error: { code: string; requestId: string } }>(
+      stack.gateway,
+      'GET',
+      '/api/v1/prompts',
+    )
     expect(missing.status).toBe(401)
     expect(missing.body.error.code).toBe('AUTH_REQUIRED')
     expect(missing.body.error.requestId).toBe(missing.headers.get('x-request-id'))
@@ -73,7 +82,9 @@ describe('distributed mode: five processes, real NATS and Redis', () => {
     expect(direct.body.error.code).toBe('INVALID_CREDENTIALS')
 
     const requestId = 'e2e-request-id-123'
-    const echoed = await call(stack.gateway, 'GET', '/api/v1/prompts', { headers: { 'x-request-id': requestId } })
+    const echoed = await call(stack.gateway, 'GET', '/api/v1/prompts', {
+      headers: { 'x-request-id': requestId },
+    })
     expect(echoed.headers.get('x-request-id')).toBe(requestId)
   })
 

@@ -33,7 +33,9 @@ describe('embedded default: one process, SQLite, in-process events, in-memory li
 
   it('runs the slice through the gateway', async () => {
     const result = await runSlice(base)
-    const listed = await call<{ data: { prompts: { _id: string }[] } }>(base, 'GET', '/api/v1/prompts', { token: result.apiKey })
+    const listed = await call<{ data: { prompts: { _id: string }[] } }>(base, 'GET', '/api/v1/prompts', {
+      token: result.apiKey,
+    })
     expect(listed.status).toBe(200)
     expect(listed.body.data.prompts.map((p) => p._id)).toContain(result.promptId)
   })

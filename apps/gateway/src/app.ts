@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs'
 import type { IncomingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import proxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
-import { type ApiKeyRevokedEvent, AppError, type CallerContext, CONTEXT_HEADER, INTERNAL_HEADER_PREFIX, SUBJECTS } from '@pm/contracts'
+import {
+  type ApiKeyRevokedEvent,
+  AppError,
+  type CallerContext,
+  CONTEXT_HEADER,
+  INTERNAL_HEADER_PREFIX,
+  SUBJECTS,
+} from '@pm/contracts'
 import { createBus, type EventBus } from '@pm/bus'
 import { createService, errorBody, type Service, signContext } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
@@ -118,13 +125,15 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     https,
     trustProxy: trustProxy && trustProxy.length > 0 ? trustProxy : false,
     readiness: Object.fromEntries(
-      [...Object.entries(upstreams), ...renderUrls.map((u, i) => [`render${i}`, u] as const)].map(([name, base]) => [
-        name,
-        async () => {
-          const res = await fetch(new URL('/health/live', base), { signal: AbortSignal.timeout(2_000) })
-          if (!res.ok) throw new Error(`answered ${res.status}`)
-        },
-      ]),
+      [...Object.entries(upstreams), ...renderUrls.map((u, i) => [`render${i}`, u] as const)].map(
+        ([name, base]) => [
+          name,
+          async () => {
+            const res = await fetch(new URL('/health/live', base), { signal: AbortSignal.timeout(2_000) })
+            if (!res.ok) throw new Error(`answered ${res.status}`)
+          },
+        ],
+      ),
     ),
   })
   app.decorateRequest('policyMatch', null)
@@ -133,16 +142,27 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   app.decorateRequest('peekedBody', null)
   app.decorateRequest('peekedLength', null)
 
-  const limit = async (request: FastifyRequest, name: string, key: string, points: number, duration: number) => {
+  const limit = async (
+    request: FastifyRequest,
+    name: string,
+    key: string,
+    points: number,
+    duration: number,
+  ) => {
     try {
       request.limitOutcome = await limits.consume(name, key, points, duration)
     } catch (err) {
       if (err instanceof AppError && err.code === 'RATE_LIMITED') {
         const o = err.details as LimitOutcome
-        throw new AppError('RATE_LIMITED', 'too many requests', { retryAfterSeconds: o.resetSeconds }, {
-          'retry-after': String(o.resetSeconds),
-          ...rateLimitHeaders(o),
-        })
+        throw new AppError(
+          'RATE_LIMITED',
+          'too many requests',
+          { retryAfterSeconds: o.resetSeconds },
+          {
+            'retry-after': String(o.resetSeconds),
+            ...rateLimitHeaders(o),
+          },
+        )
       }
       throw err
     }
@@ -150,7 +170,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
 
   // Transport, routing and credentials: before the body is read.
   app.addHook('onRequest', async (request, reply) => {
-    if (request.protocol === 'https') reply.header('strict-transport-security', 'max-age=31536000; includeSubDomains')
+    if (request.protocol === 'https')
+      reply.header('strict-transport-security', 'max-age=31536000; includeSubDomains')
     const path = request.url.split('?', 1)[0] ?? ''
     if (path.startsWith('/health/')) return
     if (requireHttps && request.protocol !== 'https') throw new AppError('HTTPS_REQUIRED', 'use HTTPS')
@@ -159,7 +180,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     }
     const match = lookup(request.method, request.url)
     if (!match) {
-      if (path.startsWith('/api/')) throw new AppError('NOT_FOUND', `route ${request.method} ${path} not found`)
+      if (path.startsWith('/api/'))
+        throw new AppError('NOT_FOUND', `route ${request.method} ${path} not found`)
       return
     }
     request.policyMatch = match
@@ -173,7 +195,9 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     const needsBody =
       request.body instanceof Readable &&
       String(request.headers['content-type'] ?? '').includes('json') &&
-      (policy.limit === 'login' || policy.target !== undefined || (policy.org === 'context' && policy.auth !== 'public'))
+      (policy.limit === 'login' ||
+        policy.target !== undefined ||
+        (policy.org === 'context' && policy.auth !== 'public'))
     if (needsBody) {
       // Read once, peek at the fields the gateway needs, and forward the very same bytes.
       const raw = await readBody(request.body as Readable, policy.bodyLimit ?? DEFAULT_BODY_LIMIT)
@@ -185,32 +209,56 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     const caller: CallerContext = { kind: 'anonymous', scopes: [], requestId: request.id }
     if (policy.auth === 'public') {
       if (policy.limit === 'login') {
-        await limit(request, 'login-ip', request.ip, config.RATE_LIMIT_LOGIN_IP_POINTS, config.RATE_LIMIT_LOGIN_DURATION_S)
+        await limit(
+          request,
+          'login-ip',
+          request.ip,
+          config.RATE_LIMIT_LOGIN_IP_POINTS,
+          config.RATE_LIMIT_LOGIN_DURATION_S,
+        )
         const email = bodyField(request, 'email')?.trim().toLowerCase()
         if (email) {
-          await limit(request, 'login-email', email, config.RATE_LIMIT_LOGIN_EMAIL_POINTS, config.RATE_LIMIT_LOGIN_DURATION_S)
+          await limit(
+            request,
+            'login-email',
+            email,
+            config.RATE_LIMIT_LOGIN_EMAIL_POINTS,
+            config.RATE_LIMIT_LOGIN_DURATION_S,
+          )
         }
       } else if (policy.limit === 'public') {
-        await limit(request, 'public-ip', request.ip, config.RATE_LIMIT_PUBLIC_POINTS, config.RATE_LIMIT_PUBLIC_DURATION_S)
+        await limit(
+          request,
+          'public-ip',
+          request.ip,
+          config.RATE_LIMIT_PUBLIC_POINTS,
+          config.RATE_LIMIT_PUBLIC_DURATION_S,
+        )
       }
     } else {
       const credential = await auth.authenticate(request.headers.authorization, request.id)
       if (credential.kind === 'apiKey') {
-        if (policy.auth === 'user') throw new AppError('USER_TOKEN_REQUIRED', 'this operation needs a user access token')
+        if (policy.auth === 'user')
+          throw new AppError('USER_TOKEN_REQUIRED', 'this operation needs a user access token')
         const { key } = credential
         if (policy.scope && !key.scopes.includes(policy.scope)) {
           throw new AppError('INSUFFICIENT_SCOPE', `the API key lacks the ${policy.scope} scope`)
         }
-        const rl = key.rateLimit ?? { points: config.RATE_LIMIT_KEY_POINTS, durationSeconds: config.RATE_LIMIT_KEY_DURATION_S }
+        const rl = key.rateLimit ?? {
+          points: config.RATE_LIMIT_KEY_POINTS,
+          durationSeconds: config.RATE_LIMIT_KEY_DURATION_S,
+        }
         await limit(request, 'api-key', key._id, rl.points, rl.durationSeconds)
         caller.kind = 'apiKey'
         caller.apiKeyId = key._id
         caller.scopes = key.scopes
         caller.organizationId = key.organizationId
-        if (policy.org === 'path' && params.id !== key.organizationId) throw new AppError('NOT_FOUND', 'organization not found')
+        if (policy.org === 'path' && params.id !== key.organizationId)
+          throw new AppError('NOT_FOUND', 'organization not found')
         if (policy.org === 'context') {
           const asked = queryField(request, 'organizationId') ?? bodyField(request, 'organizationId')
-          if (asked !== undefined && asked !== key.organizationId) throw new AppError('NOT_FOUND', 'organization not found')
+          if (asked !== undefined && asked !== key.organizationId)
+            throw new AppError('NOT_FOUND', 'organization not found')
         }
       } else {
         caller.kind = 'user'
@@ -218,7 +266,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         let organizationId: string | undefined
         if (policy.org === 'path') organizationId = params.id
         else if (policy.org === 'context') {
-          organizationId = queryField(request, 'organizationId') ?? bodyField(request, 'organizationId') ?? credential.org
+          organizationId =
+            queryField(request, 'organizationId') ?? bodyField(request, 'organizationId') ?? credential.org
           if (!organizationId) {
             throw new AppError('VALIDATION_ERROR', 'organizationId is required with an access token', [
               { path: '/query/organizationId', message: 'is required' },
@@ -238,10 +287,16 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
       }
     }
     if (policy.target) {
-      const target = bodyField(request, policy.target) ?? (policy.target === 'targetOrganizationId' ? caller.organizationId : undefined)
+      const target =
+        bodyField(request, policy.target) ??
+        (policy.target === 'targetOrganizationId' ? caller.organizationId : undefined)
       if (target && caller.userId) {
         const role = await auth.activeRole(target, caller.userId, request.id)
-        if (!role) throw new AppError('MEMBERSHIP_REQUIRED', 'an ACTIVE membership in the target organization is required')
+        if (!role)
+          throw new AppError(
+            'MEMBERSHIP_REQUIRED',
+            'an ACTIVE membership in the target organization is required',
+          )
         caller.targetOrganizationId = target
       }
     }
@@ -255,7 +310,13 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     prefix: '/api/v1',
     rewritePrefix: '/api/v1',
     httpMethods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
-    undici: { connections: 128, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: config.UPSTREAM_TIMEOUT_MS, bodyTimeout: config.UPSTREAM_TIMEOUT_MS },
+    undici: {
+      connections: 128,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      headersTimeout: config.UPSTREAM_TIMEOUT_MS,
+      bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
+    },
     replyOptions: {
       getUpstream: (request) => {
         const match = request.policyMatch
@@ -279,7 +340,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
       onResponse: (request, reply, res) => {
         envelope(reply, res as unknown as UpstreamResponse).catch((err: unknown) => {
           request.log.error({ err }, 'reading upstream response failed')
-          if (!reply.sent) reply.code(503).send(errorBody('SERVICE_UNAVAILABLE', 'upstream response failed', request.id))
+          if (!reply.sent)
+            reply.code(503).send(errorBody('SERVICE_UNAVAILABLE', 'upstream response failed', request.id))
         })
       },
       onError: (reply, { error }) => {
@@ -316,12 +378,20 @@ async function envelope(
   res: UpstreamResponse,
 ): Promise<void> {
   const type = String(reply.getHeader('content-type') ?? '')
-  if (res.statusCode < 200 || res.statusCode >= 300 || res.statusCode === 204 || !type.includes('application/json')) {
+  if (
+    res.statusCode < 200 ||
+    res.statusCode >= 300 ||
+    res.statusCode === 204 ||
+    !type.includes('application/json')
+  ) {
     reply.send(res.stream)
     return
   }
   const chunks: Buffer[] = []
-  for await (const chunk of res.stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string))
+  for await (const chunk of res.stream)
+    chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string))
   const raw = Buffer.concat(chunks)
-  reply.send(Buffer.concat([Buffer.from('{"data":'), raw.length > 0 ? raw : Buffer.from('null'), Buffer.from('}')]))
+  reply.send(
+    Buffer.concat([Buffer.from('{"data":'), raw.length > 0 ? raw : Buffer.from('null'), Buffer.from('}')]),
+  )
 }

@@ -49,7 +49,8 @@ export class Authenticator {
     if (!header) throw new AppError('AUTH_REQUIRED', 'an Authorization header is required')
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
     const token = match?.[1]
-    if (!token) throw new AppError('INVALID_CREDENTIALS', 'the Authorization header must be "Bearer <credential>"')
+    if (!token)
+      throw new AppError('INVALID_CREDENTIALS', 'the Authorization header must be "Bearer <credential>"')
     if (token.startsWith('pk_')) return this.apiKey(token, requestId)
     return this.jwt(token)
   }
@@ -91,7 +92,10 @@ export class Authenticator {
       return { kind: 'user', userId: payload.sub, org }
     } catch (err) {
       if (err instanceof AppError) throw err
-      if ((err as { code?: string }).code === 'ERR_JWKS_TIMEOUT' || (err as Error).message?.includes('fetch failed')) {
+      if (
+        (err as { code?: string }).code === 'ERR_JWKS_TIMEOUT' ||
+        (err as Error).message?.includes('fetch failed')
+      ) {
         throw new AppError('SERVICE_UNAVAILABLE', 'cannot verify tokens right now')
       }
       throw new AppError('INVALID_CREDENTIALS', 'invalid or expired access token')

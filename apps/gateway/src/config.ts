@@ -10,7 +10,10 @@ export const GatewayConfigSchema = Type.Object({
   IDENTITY_URL: url('http://127.0.0.1:4001'),
   PROMPTS_URL: url('http://127.0.0.1:4002'),
   /** One or more render replicas, comma-separated: the gateway spreads traffic over them. */
-  RENDER_URLS: Type.String({ pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', default: 'http://127.0.0.1:4003' }),
+  RENDER_URLS: Type.String({
+    pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$',
+    default: 'http://127.0.0.1:4003',
+  }),
   WEBHOOKS_URL: url('http://127.0.0.1:4004'),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),

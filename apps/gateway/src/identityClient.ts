@@ -1,4 +1,10 @@
-import { AppError, CONTEXT_HEADER, type MembershipStatus, type ResolvedApiKey, type Role } from '@pm/contracts'
+import {
+  AppError,
+  CONTEXT_HEADER,
+  type MembershipStatus,
+  type ResolvedApiKey,
+  type Role,
+} from '@pm/contracts'
 import { signContext } from '@pm/kit'
 import { Pool } from 'undici'
 
@@ -25,7 +31,12 @@ export class IdentityClient {
     }
   }
 
-  private async call<T>(method: 'GET' | 'POST', path: string, requestId: string, body?: unknown): Promise<T | null> {
+  private async call<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    requestId: string,
+    body?: unknown,
+  ): Promise<T | null> {
     let res: Awaited<ReturnType<Pool['request']>>
     try {
       res = await this.pool.request({

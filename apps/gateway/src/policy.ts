@@ -48,26 +48,65 @@ export const ROUTES: RoutePolicy[] = [
   p('POST', '/api/v1/organizations', 'identity', 'user', { org: 'none' }),
   p('GET', '/api/v1/organizations/:id', 'identity', 'any', { org: 'path', scope: 'organization:read' }),
   p('PATCH', '/api/v1/organizations/:id', 'identity', 'any', { org: 'path', scope: 'organization:write' }),
-  p('GET', '/api/v1/organizations/:id/members', 'identity', 'any', { org: 'path', scope: 'organization:read' }),
-  p('POST', '/api/v1/organizations/:id/members', 'identity', 'any', { org: 'path', scope: 'organization:write' }),
-  p('PATCH', '/api/v1/organizations/:id/members/:userId', 'identity', 'any', { org: 'path', scope: 'organization:write' }),
-  p('DELETE', '/api/v1/organizations/:id/members/:userId', 'identity', 'any', { org: 'path', scope: 'organization:write' }),
+  p('GET', '/api/v1/organizations/:id/members', 'identity', 'any', {
+    org: 'path',
+    scope: 'organization:read',
+  }),
+  p('POST', '/api/v1/organizations/:id/members', 'identity', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('PATCH', '/api/v1/organizations/:id/members/:userId', 'identity', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('DELETE', '/api/v1/organizations/:id/members/:userId', 'identity', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
   p('GET', '/api/v1/organizations/:id/api-keys', 'identity', 'user', { org: 'path' }),
   p('POST', '/api/v1/organizations/:id/api-keys', 'identity', 'user', { org: 'path' }),
   p('DELETE', '/api/v1/organizations/:id/api-keys/:keyId', 'identity', 'user', { org: 'path' }),
 
   // webhooks
-  p('GET', '/api/v1/organizations/:id/webhooks', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('POST', '/api/v1/organizations/:id/webhooks', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('GET', '/api/v1/organizations/:id/webhooks/:webhookId', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('PATCH', '/api/v1/organizations/:id/webhooks/:webhookId', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('DELETE', '/api/v1/organizations/:id/webhooks/:webhookId', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('POST', '/api/v1/organizations/:id/webhooks/:webhookId/test', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('GET', '/api/v1/organizations/:id/webhooks/:webhookId/deliveries', 'webhooks', 'any', { org: 'path', scope: 'organization:write' }),
-  p('POST', '/api/v1/organizations/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver', 'webhooks', 'any', {
+  p('GET', '/api/v1/organizations/:id/webhooks', 'webhooks', 'any', {
     org: 'path',
     scope: 'organization:write',
   }),
+  p('POST', '/api/v1/organizations/:id/webhooks', 'webhooks', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('GET', '/api/v1/organizations/:id/webhooks/:webhookId', 'webhooks', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('PATCH', '/api/v1/organizations/:id/webhooks/:webhookId', 'webhooks', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('DELETE', '/api/v1/organizations/:id/webhooks/:webhookId', 'webhooks', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('POST', '/api/v1/organizations/:id/webhooks/:webhookId/test', 'webhooks', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p('GET', '/api/v1/organizations/:id/webhooks/:webhookId/deliveries', 'webhooks', 'any', {
+    org: 'path',
+    scope: 'organization:write',
+  }),
+  p(
+    'POST',
+    '/api/v1/organizations/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver',
+    'webhooks',
+    'any',
+    {
+      org: 'path',
+      scope: 'organization:write',
+    },
+  ),
 
   // prompts
   p('GET', '/api/v1/prompts', 'prompts', 'any', { scope: 'prompts:read' }),
@@ -86,7 +125,9 @@ export const ROUTES: RoutePolicy[] = [
   p('GET', '/api/v1/prompts/:id/versions/diff', 'prompts', 'any', { scope: 'prompts:read' }),
   p('GET', '/api/v1/prompts/:id/versions/:versionId', 'prompts', 'any', { scope: 'prompts:read' }),
   p('POST', '/api/v1/prompts/:id/versions/:versionId/restore', 'prompts', 'any', { scope: 'prompts:write' }),
-  p('POST', '/api/v1/prompts/:id/versions/:versionId/fork', 'prompts', 'user', { target: 'targetOrganizationId' }),
+  p('POST', '/api/v1/prompts/:id/versions/:versionId/fork', 'prompts', 'user', {
+    target: 'targetOrganizationId',
+  }),
   p('GET', '/api/v1/prompts/:id/environments', 'prompts', 'any', { scope: 'prompts:read' }),
   p('POST', '/api/v1/prompts/:id/environments/:env/promote', 'prompts', 'any', { scope: 'prompts:write' }),
   p('GET', '/api/v1/public/prompts', 'prompts', 'public', { org: 'none', limit: 'public' }),
@@ -104,7 +145,9 @@ export interface PolicyMatch {
   params: Record<string, string | undefined>
 }
 
-export function buildPolicyLookup(routes: RoutePolicy[] = ROUTES): (method: string, url: string) => PolicyMatch | null {
+export function buildPolicyLookup(
+  routes: RoutePolicy[] = ROUTES,
+): (method: string, url: string) => PolicyMatch | null {
   const router = FindMyWay({ ignoreTrailingSlash: true })
   for (const policy of routes) router.on(policy.method, policy.url, () => {}, { policy })
   return (method, url) => {

@@ -1,6 +1,11 @@
 import { AppError } from '@pm/contracts'
 import type { Redis } from 'ioredis'
-import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
+import {
+  type RateLimiterAbstract,
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+} from 'rate-limiter-flexible'
 
 export interface LimitOutcome {
   policy: string
@@ -30,7 +35,13 @@ export class RateLimits {
       const keyPrefix = `pm:rl:${id}`
       const memory = new RateLimiterMemory({ keyPrefix, points, duration })
       limiter = this.redis
-        ? new RateLimiterRedis({ storeClient: this.redis, keyPrefix, points, duration, insuranceLimiter: memory })
+        ? new RateLimiterRedis({
+            storeClient: this.redis,
+            keyPrefix,
+            points,
+            duration,
+            insuranceLimiter: memory,
+          })
         : memory
       this.limiters.set(id, limiter)
     }

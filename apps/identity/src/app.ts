@@ -36,7 +36,10 @@ export interface IdentityDeps {
 
 export async function openIdentityStore(config: IdentityConfig): Promise<IdentityStore> {
   if (config.MONGO_URL) {
-    const store = new MongoIdentityStore(await connectMongo(config.MONGO_URL), config.MONGO_DB ?? 'pm_identity')
+    const store = new MongoIdentityStore(
+      await connectMongo(config.MONGO_URL),
+      config.MONGO_DB ?? 'pm_identity',
+    )
     await store.init()
     return store
   }

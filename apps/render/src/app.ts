@@ -27,7 +27,9 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
     resolveCacheSize: config.RESOLVE_CACHE_SIZE,
     resolveTtlMs: config.RESOLVE_CACHE_TTL_MS,
   })
-  bus.onBroadcast(SUBJECTS.promptChanged, (data) => resolver.invalidate((data as PromptChangedEvent).promptId))
+  bus.onBroadcast(SUBJECTS.promptChanged, (data) =>
+    resolver.invalidate((data as PromptChangedEvent).promptId),
+  )
 
   const app = createService({
     name: 'render',

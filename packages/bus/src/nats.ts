@@ -1,4 +1,10 @@
-import { AckPolicy, type ConsumerMessages, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream'
+import {
+  AckPolicy,
+  type ConsumerMessages,
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream'
 import { connect, type NatsConnection, type Subscription } from '@nats-io/transport-node'
 import type { BroadcastHandler, DurableHandler, EventBus } from './bus.ts'
 
@@ -72,7 +78,10 @@ export class NatsBus implements EventBus {
       for await (const m of messages) {
         const work = (async () => {
           try {
-            await handler(m.json(), { msgId: m.headers?.get('Nats-Msg-Id') ?? String(m.seq), attempt: m.info.deliveryCount })
+            await handler(m.json(), {
+              msgId: m.headers?.get('Nats-Msg-Id') ?? String(m.seq),
+              attempt: m.info.deliveryCount,
+            })
             m.ack()
           } catch {
             m.nak(retryDelay)

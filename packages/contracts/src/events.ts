@@ -36,7 +36,14 @@ export const VersionPublishedEvent = Type.Object(
 )
 export type VersionPublishedEvent = Static<typeof VersionPublishedEvent>
 
-export const PROMPT_CHANGE_REASONS = ['published', 'promoted', 'unpublished', 'visibility', 'deleted', 'updated'] as const
+export const PROMPT_CHANGE_REASONS = [
+  'published',
+  'promoted',
+  'unpublished',
+  'visibility',
+  'deleted',
+  'updated',
+] as const
 export type PromptChangeReason = (typeof PROMPT_CHANGE_REASONS)[number]
 
 export interface PromptChangedEvent {

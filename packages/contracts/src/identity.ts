@@ -15,14 +15,14 @@ export type MembershipStatus = (typeof MEMBERSHIP_STATUSES)[number]
 
 export const Email = Type.String({ format: 'email', maxLength: 254 })
 
-export const User = Type.Object(
-  { _id: ObjectId, email: Type.String(), name: Type.String() },
-  { $id: 'User' },
-)
+export const User = Type.Object({ _id: ObjectId, email: Type.String(), name: Type.String() }, { $id: 'User' })
 export type User = Static<typeof User>
 
 export const LoginRequest = Type.Object(
-  { email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
+  {
+    email: Type.String({ minLength: 1, maxLength: 254 }),
+    password: Type.String({ minLength: 1, maxLength: 1024 }),
+  },
   { $id: 'LoginRequest', additionalProperties: false },
 )
 export type LoginRequest = Static<typeof LoginRequest>

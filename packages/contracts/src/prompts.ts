@@ -89,7 +89,9 @@ export const ListPromptsQuery = Type.Object(
     ...PageQuery,
     search: Type.Optional(Type.String({ maxLength: 200 })),
     tags: Type.Optional(Type.String({ maxLength: 1000 })),
-    visibility: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('public'), Type.Literal('private')])),
+    visibility: Type.Optional(
+      Type.Union([Type.Literal('all'), Type.Literal('public'), Type.Literal('private')]),
+    ),
     organizationId: Type.Optional(ObjectId),
   },
   { $id: 'ListPromptsQuery', additionalProperties: false },
@@ -109,7 +111,11 @@ export const PromptSummary = Type.Object(
 export type PromptSummary = Static<typeof PromptSummary>
 
 export const PromptList = Type.Object(
-  { prompts: Type.Array(Type.Ref(Prompt)), pagination: Type.Ref(Pagination), summary: Type.Ref(PromptSummary) },
+  {
+    prompts: Type.Array(Type.Ref(Prompt)),
+    pagination: Type.Ref(Pagination),
+    summary: Type.Ref(PromptSummary),
+  },
   { $id: 'PromptList' },
 )
 

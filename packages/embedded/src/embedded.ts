@@ -45,7 +45,10 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     const prompts = await buildPrompts({ config: loadPromptsConfig(internal), bus })
     started.push(prompts)
     const promptsUrl = await listenLoopback(prompts)
-    const render = await buildRender({ config: loadRenderConfig({ ...internal, PROMPTS_URL: promptsUrl }), bus })
+    const render = await buildRender({
+      config: loadRenderConfig({ ...internal, PROMPTS_URL: promptsUrl }),
+      bus,
+    })
     started.push(render)
     const renderUrl = await listenLoopback(render)
     const webhooks = await buildWebhooks({ config: loadWebhooksConfig(internal), bus })

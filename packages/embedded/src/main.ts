@@ -3,7 +3,9 @@ import { startEmbedded } from './embedded.ts'
 
 await main(async () => {
   const embedded = await startEmbedded(process.env)
-  process.stdout.write(`${JSON.stringify({ level: 30, msg: 'prompt service ready (embedded default)', url: embedded.url })}\n`)
+  process.stdout.write(
+    `${JSON.stringify({ level: 30, msg: 'prompt service ready (embedded default)', url: embedded.url })}\n`,
+  )
   let closing = false
   const stop = () => {
     if (closing) return

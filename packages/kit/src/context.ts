@@ -21,7 +21,11 @@ export function signContext(context: CallerContext, secret: string, now = Date.n
   return `${payload}.${sign(payload, secret)}`
 }
 
-export function verifyContext(token: string | undefined, secret: string, now = Date.now()): CallerContext | null {
+export function verifyContext(
+  token: string | undefined,
+  secret: string,
+  now = Date.now(),
+): CallerContext | null {
   if (!token) return null
   const dot = token.indexOf('.')
   if (dot <= 0) return null

@@ -1,7 +1,20 @@
 import { randomUUID } from 'node:crypto'
-import { ALL_SCHEMAS, AppError, type CallerContext, CONTEXT_HEADER, type ErrorBody, type ErrorCode, isErrorCode } from '@pm/contracts'
+import {
+  ALL_SCHEMAS,
+  AppError,
+  type CallerContext,
+  CONTEXT_HEADER,
+  type ErrorBody,
+  type ErrorCode,
+  isErrorCode,
+} from '@pm/contracts'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify'
 import { verifyContext } from './context.ts'
 
 declare module 'fastify' {
@@ -63,7 +76,10 @@ export function errorBody(code: ErrorCode, message: string, requestId: string, d
 }
 
 /** Maps anything thrown in a handler to the error body of DESIGN section 3. */
-export function toErrorResponse(err: FastifyError | AppError | Error, requestId: string): { status: number; body: ErrorBody } {
+export function toErrorResponse(
+  err: FastifyError | AppError | Error,
+  requestId: string,
+): { status: number; body: ErrorBody } {
   if (err instanceof AppError) {
     return { status: err.statusCode, body: errorBody(err.code, err.message, requestId, err.details) }
   }
@@ -90,7 +106,8 @@ export function toErrorResponse(err: FastifyError | AppError | Error, requestId:
     return { status: fe.statusCode ?? 500, body: errorBody(fe.code, fe.message, requestId) }
   }
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
-    if (fe.statusCode === 413) return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large', requestId) }
+    if (fe.statusCode === 413)
+      return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large', requestId) }
     return { status: 400, body: errorBody('VALIDATION_ERROR', fe.message, requestId) }
   }
   return { status: 500, body: errorBody('INTERNAL_ERROR', 'internal error', requestId) }
@@ -112,7 +129,9 @@ export function createService(opts: ServiceOptions): Service {
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     requestIdLogLabel: 'requestId',
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+    ajv: {
+      customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false },
+    },
     return503OnClosing: true,
     ...(opts.https ? { https: opts.https } : {}),
     ...(opts.trustProxy ? { trustProxy: opts.trustProxy } : {}),
@@ -138,7 +157,11 @@ export function createService(opts: ServiceOptions): Service {
   })
 
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody('NOT_FOUND', `route ${request.method} ${request.url.split('?')[0]} not found`, request.id))
+    reply
+      .code(404)
+      .send(
+        errorBody('NOT_FOUND', `route ${request.method} ${request.url.split('?')[0]} not found`, request.id),
+      )
   })
 
   app.get('/health/live', { config: { auth: 'none' }, logLevel: 'warn' }, async () => ({ status: 'ok' }))

@@ -9,7 +9,9 @@ import { DatabaseSync } from 'node:sqlite'
 export function openSqlite(file: string, schema: string[]): DatabaseSync {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
   const db = new DatabaseSync(file)
-  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;')
+  db.exec(
+    'PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;',
+  )
   for (const statement of schema) db.exec(statement)
   return db
 }

@@ -1,2 +1,3 @@
 export * from './servers.ts'
 export * from './processes.ts'
+export * from './contract.ts'

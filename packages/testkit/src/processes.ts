@@ -12,7 +12,9 @@ export function freePort(): Promise<number> {
     srv.on('error', reject)
     srv.listen(0, '127.0.0.1', () => {
       const address = srv.address()
-      srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+      srv.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      )
     })
   })
 }
@@ -32,11 +34,15 @@ export interface RunningProcess {
  * with the given environment; collects its output lines for assertions.
  */
 export function startProcess(name: string, entry: string, env: Record<string, string>): RunningProcess {
-  const child = spawn(process.execPath, ['--conditions=source', '--disable-warning=ExperimentalWarning', entry], {
-    cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--disable-warning=ExperimentalWarning', entry],
+    {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   const logs: string[] = []
   const collect = (chunk: Buffer) => {
     for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(line)
@@ -68,5 +74,7 @@ export async function waitForHttp(url: string, timeoutMs = 20_000, proc?: Runnin
     }
     await new Promise((r) => setTimeout(r, 100))
   }
-  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})${proc ? `\n${proc.logs.slice(-20).join('\n')}` : ''}`)
+  throw new Error(
+    `${url} not ready after ${timeoutMs} ms (${last})${proc ? `\n${proc.logs.slice(-20).join('\n')}` : ''}`,
+  )
 }

@@ -26,7 +26,13 @@ export function hasContainerRuntime(): Promise<boolean> {
   return runtime
 }
 
-async function fromEnvOrContainer(envName: string, image: string, port: number, scheme: string, cmd?: string[]): Promise<string> {
+async function fromEnvOrContainer(
+  envName: string,
+  image: string,
+  port: number,
+  scheme: string,
+  cmd?: string[],
+): Promise<string> {
   const fromEnv = process.env[envName]
   if (fromEnv) return fromEnv
   if (!(await hasContainerRuntime())) {

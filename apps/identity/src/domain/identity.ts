@@ -1,6 +1,12 @@
 import { type ApiKey, AppError, type CreateApiKeyRequest, type Organization, type Scope } from '@pm/contracts'
 import { apiKeyPrefix, generateApiKey, hashApiKey, newId } from '@pm/kit'
-import { type ApiKeyRecord, DuplicateError, type IdentityStore, type OrganizationRecord, type UserRecord } from '../store/types.ts'
+import {
+  type ApiKeyRecord,
+  DuplicateError,
+  type IdentityStore,
+  type OrganizationRecord,
+  type UserRecord,
+} from '../store/types.ts'
 import { DUMMY_HASH, hashPassword, verifyPassword } from './passwords.ts'
 
 export function normaliseEmail(email: string): string {
@@ -46,7 +52,8 @@ export class IdentityService {
     try {
       await this.store.createUser(user)
     } catch (err) {
-      if (err instanceof DuplicateError) throw new AppError('CONFLICT', 'a user with this email already exists')
+      if (err instanceof DuplicateError)
+        throw new AppError('CONFLICT', 'a user with this email already exists')
       throw err
     }
     return user
@@ -65,7 +72,13 @@ export class IdentityService {
       const slug = n === 1 ? base : `${base}-${n}`
       if (await this.store.isSlugTaken(slug)) continue
       const now = new Date().toISOString()
-      const org: OrganizationRecord = { _id: newId(), name: name.trim(), slug, createdAt: now, updatedAt: now }
+      const org: OrganizationRecord = {
+        _id: newId(),
+        name: name.trim(),
+        slug,
+        createdAt: now,
+        updatedAt: now,
+      }
       try {
         await this.store.createOrganization(org, {
           organizationId: org._id,
@@ -127,7 +140,11 @@ export class IdentityService {
     }
     let user: UserRecord
     try {
-      user = await this.createUser({ email: input.email, password: input.password, name: input.name ?? 'Administrator' })
+      user = await this.createUser({
+        email: input.email,
+        password: input.password,
+        name: input.name ?? 'Administrator',
+      })
     } catch (err) {
       // Two replicas bootstrapping at once: the other one won.
       if (err instanceof AppError && err.code === 'CONFLICT') return this.bootstrap(input)

@@ -18,7 +18,10 @@ export function internalRoutes(app: Service, deps: IdentityDeps): void {
     '/internal/api-keys/resolve',
     {
       schema: {
-        body: Type.Object({ hash: Type.String({ pattern: '^[0-9a-f]{64}$' }) }, { additionalProperties: false }),
+        body: Type.Object(
+          { hash: Type.String({ pattern: '^[0-9a-f]{64}$' }) },
+          { additionalProperties: false },
+        ),
         response: { 200: ResolvedApiKey },
       },
     },
@@ -43,7 +46,11 @@ export function internalRoutes(app: Service, deps: IdentityDeps): void {
 
   app.get(
     '/internal/memberships/:organizationId/:userId',
-    { schema: { params: Type.Object({ organizationId: ObjectId, userId: ObjectId }, { additionalProperties: false }) } },
+    {
+      schema: {
+        params: Type.Object({ organizationId: ObjectId, userId: ObjectId }, { additionalProperties: false }),
+      },
+    },
     async (request) => {
       requireService(request)
       const m = await store.getMembership(request.params.organizationId, request.params.userId)

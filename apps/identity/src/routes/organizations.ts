@@ -55,11 +55,15 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
     },
   )
 
-  app.get('/api/v1/organizations/:id', { schema: { params: IdParams, response: { 200: Organization } } }, async (request) => {
-    const org = await store.getOrganization(orgInContext(request, request.params.id))
-    if (!org) throw new AppError('NOT_FOUND', 'organization not found')
-    return publicOrganization(org)
-  })
+  app.get(
+    '/api/v1/organizations/:id',
+    { schema: { params: IdParams, response: { 200: Organization } } },
+    async (request) => {
+      const org = await store.getOrganization(orgInContext(request, request.params.id))
+      if (!org) throw new AppError('NOT_FOUND', 'organization not found')
+      return publicOrganization(org)
+    },
+  )
 
   app.get(
     '/api/v1/organizations/:id/api-keys',

@@ -70,7 +70,10 @@ export class MongoIdentityStore implements IdentityStore {
     try {
       await session.withTransaction(async () => {
         await this.orgs.insertOne({ ...org }, { session })
-        await this.memberships.insertOne({ _id: `${owner.organizationId}:${owner.userId}`, ...owner }, { session })
+        await this.memberships.insertOne(
+          { _id: `${owner.organizationId}:${owner.userId}`, ...owner },
+          { session },
+        )
       })
     } catch (err) {
       if (isDuplicateKey(err)) throw new DuplicateError('organization')

@@ -38,10 +38,22 @@ const str = (v: unknown): string => String(v)
 const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
 
 function toUser(r: Row): UserRecord {
-  return { _id: str(r.id), email: str(r.email), name: str(r.name), passwordHash: str(r.password_hash), createdAt: str(r.created_at) }
+  return {
+    _id: str(r.id),
+    email: str(r.email),
+    name: str(r.name),
+    passwordHash: str(r.password_hash),
+    createdAt: str(r.created_at),
+  }
 }
 function toOrg(r: Row): OrganizationRecord {
-  return { _id: str(r.id), name: str(r.name), slug: str(r.slug), createdAt: str(r.created_at), updatedAt: str(r.updated_at) }
+  return {
+    _id: str(r.id),
+    name: str(r.name),
+    slug: str(r.slug),
+    createdAt: str(r.created_at),
+    updatedAt: str(r.updated_at),
+  }
 }
 function toMembership(r: Row): MembershipRecord {
   return {
@@ -117,10 +129,14 @@ export class SqliteIdentityStore implements IdentityStore {
     try {
       transaction(this.db, () => {
         this.db
-          .prepare('INSERT INTO organizations (id, name, slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?)')
+          .prepare(
+            'INSERT INTO organizations (id, name, slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?)',
+          )
           .run(org._id, org.name, org.slug, org.createdAt, org.updatedAt)
         this.db
-          .prepare('INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)')
+          .prepare(
+            'INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)',
+          )
           .run(owner.organizationId, owner.userId, owner.role, owner.status, owner.createdAt)
       })
     } catch (err) {
@@ -143,7 +159,11 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null> {
-    const r = this.one('SELECT * FROM memberships WHERE organization_id = ? AND user_id = ?', organizationId, userId)
+    const r = this.one(
+      'SELECT * FROM memberships WHERE organization_id = ? AND user_id = ?',
+      organizationId,
+      userId,
+    )
     return r ? toMembership(r) : null
   }
 
@@ -179,12 +199,17 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
-    return this.all('SELECT * FROM api_keys WHERE organization_id = ? ORDER BY created_at, id', organizationId).map(toKey)
+    return this.all(
+      'SELECT * FROM api_keys WHERE organization_id = ? ORDER BY created_at, id',
+      organizationId,
+    ).map(toKey)
   }
 
   async revokeApiKey(organizationId: string, keyId: string, at: string): Promise<ApiKeyRecord | null> {
     this.db
-      .prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL')
+      .prepare(
+        'UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL',
+      )
       .run(at, keyId, organizationId)
     const r = this.one('SELECT * FROM api_keys WHERE id = ? AND organization_id = ?', keyId, organizationId)
     return r ? toKey(r) : null
@@ -208,7 +233,9 @@ export class SqliteIdentityStore implements IdentityStore {
       const existing = this.one('SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1')
       if (existing) return toSigningKey(existing)
       this.db
-        .prepare('INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at) VALUES (?, ?, ?, ?, ?)')
+        .prepare(
+          'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at) VALUES (?, ?, ?, ?, ?)',
+        )
         .run(key.kid, key.alg, JSON.stringify(key.privateJwk), JSON.stringify(key.publicJwk), key.createdAt)
       return key
     })

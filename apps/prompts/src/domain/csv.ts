@@ -40,7 +40,11 @@ export class CsvFormatError extends AppError {
   readonly row: number | undefined
   readonly line: number | undefined
 
-  constructor(message: string, code: CsvFormatErrorCode = 'VALIDATION_ERROR', at: { row?: number; line?: number } = {}) {
+  constructor(
+    message: string,
+    code: CsvFormatErrorCode = 'VALIDATION_ERROR',
+    at: { row?: number; line?: number } = {},
+  ) {
     super(code, message, at.row === undefined && at.line === undefined ? undefined : at)
     this.name = 'CsvFormatError'
     this.row = at.row
@@ -78,7 +82,9 @@ async function* limitBytes(
   for await (const chunk of input) {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
     total += buf.length
-    if (total > maxBytes) throw new CsvFormatError(`file is larger than ${maxBytes} bytes`, 'PAYLOAD_TOO_LARGE')
+    if (total > maxBytes) {
+      throw new CsvFormatError(`file is larger than ${maxBytes} bytes`, 'PAYLOAD_TOO_LARGE')
+    }
     yield buf
   }
 }
@@ -109,7 +115,9 @@ function columnIndexes(header: string[]): Map<Column, number> {
     throw new CsvFormatError(`missing required column${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`)
   }
   if (duplicates.size > 0) {
-    throw new CsvFormatError(`duplicate column${duplicates.size > 1 ? 's' : ''}: ${[...duplicates].join(', ')}`)
+    throw new CsvFormatError(
+      `duplicate column${duplicates.size > 1 ? 's' : ''}: ${[...duplicates].join(', ')}`,
+    )
   }
   return found
 }
@@ -133,10 +141,14 @@ function toRow(row: number, cell: (c: Column) => string): CsvRow {
   else if (name.length > NAME_MAX) problems.push(`name is longer than ${NAME_MAX} characters`)
   if (template.trim() === '') problems.push('template is required')
   else if (template.length > TEMPLATE_MAX) problems.push(`template is longer than ${TEMPLATE_MAX} characters`)
-  if (description.length > DESCRIPTION_MAX) problems.push(`description is longer than ${DESCRIPTION_MAX} characters`)
+  if (description.length > DESCRIPTION_MAX) {
+    problems.push(`description is longer than ${DESCRIPTION_MAX} characters`)
+  }
   if (tags.length > TAGS_MAX) problems.push(`more than ${TAGS_MAX} tags`)
   const longTag = tags.find((t) => t.length > TAG_MAX)
-  if (longTag !== undefined) problems.push(`tag "${longTag.slice(0, 20)}…" is longer than ${TAG_MAX} characters`)
+  if (longTag !== undefined) {
+    problems.push(`tag "${longTag.slice(0, 20)}…" is longer than ${TAG_MAX} characters`)
+  }
   if (problems.length > 0) return { row, ok: false, message: problems.join('; ') }
   // The template is kept as written: leading and trailing whitespace can be part of a prompt.
   return { row, ok: true, value: { name, template, description, tags } }
@@ -146,7 +158,7 @@ function toRow(row: number, cell: (c: Column) => string): CsvRow {
  * Streams the rows of an import file. Whole-file problems (no header, a missing column,
  * malformed CSV, too many rows, too many bytes) are thrown as CsvFormatError; problems with a
  * single row are yielded as `{ok: false}` rows. A malformed record is only found when parsing
- * reaches it, after earlier rows were yielded: use validatePromptCsv before writing anything.
+ * reaches it, possibly after earlier rows were yielded: use validatePromptCsv before writing.
  *
  * Blank lines and rows whose every cell is blank are skipped (spreadsheets export trailing
  * empty rows), but still counted in row numbers so they match what the user sees.
@@ -196,7 +208,9 @@ export async function* parsePromptCsv(
     parser.destroy()
   }
   if (columns === undefined) {
-    throw new CsvFormatError(`the file is empty: a header row with ${REQUIRED_COLUMNS.join(' and ')} is required`)
+    throw new CsvFormatError(
+      `the file is empty: a header row with ${REQUIRED_COLUMNS.join(' and ')} is required`,
+    )
   }
 }
 

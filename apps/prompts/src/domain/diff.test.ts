@@ -17,7 +17,11 @@ describe('diffVersions', () => {
   })
 
   it('returns exactly the documented shape', () => {
-    const d = diffVersions({ template: 'a\nb\nc', variables: [] }, { template: 'a\nB\nc', variables: [] }, labels)
+    const d = diffVersions(
+      { template: 'a\nb\nc', variables: [] },
+      { template: 'a\nB\nc', variables: [] },
+      labels,
+    )
     expect(Object.keys(d).sort()).toEqual(['from', 'template', 'to', 'variables'])
     expect(Object.keys(d.template).sort()).toEqual(['added', 'hunks', 'removed'])
     expect(Object.keys(d.variables).sort()).toEqual(['added', 'changed', 'removed'])

@@ -57,9 +57,7 @@ function diffTemplate(from: string, to: string): VersionDiff['template'] {
 
 function sameVariable(a: Variable, b: Variable): boolean {
   // Only the fields a Variable defines: stray stored keys must not show up as changes.
-  return (
-    a.required === b.required && a.description === b.description && a.defaultValue === b.defaultValue
-  )
+  return a.required === b.required && a.description === b.description && a.defaultValue === b.defaultValue
 }
 
 function byName(variables: Variable[]): Map<string, Variable> {
@@ -88,7 +86,11 @@ function diffVariables(from: Variable[], to: Variable[]): VersionDiff['variables
  * two sides in the result, e.g. "v3" and "v5". Added and changed variables keep the order of
  * `to`, removed ones the order of `from`.
  */
-export function diffVersions(from: DiffSide, to: DiffSide, labels: { from: string; to: string }): VersionDiff {
+export function diffVersions(
+  from: DiffSide,
+  to: DiffSide,
+  labels: { from: string; to: string },
+): VersionDiff {
   return {
     from: labels.from,
     to: labels.to,

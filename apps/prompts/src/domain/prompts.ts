@@ -14,7 +14,12 @@ import { newId } from '@pm/kit'
 import { syncVariables } from '@pm/template'
 import type { EventBus } from '@pm/bus'
 import { slugify, uniqueSlug } from './slug.ts'
-import { DuplicateSlugError, type PromptRecord, type PromptStore, type VersionRecord } from '../store/types.ts'
+import {
+  DuplicateSlugError,
+  type PromptRecord,
+  type PromptStore,
+  type VersionRecord,
+} from '../store/types.ts'
 
 /** The API shape of a prompt (environments are served by their own route). */
 export function publicPrompt(p: PromptRecord): Prompt {
@@ -53,9 +58,14 @@ export class PromptsService {
   }
 
   /** Inserts with a slug unique in the workspace; a concurrent taker of the same slug makes it try the next. */
-  async insertWithUniqueSlug(record: PromptRecord, write: (r: PromptRecord) => Promise<void>): Promise<PromptRecord> {
+  async insertWithUniqueSlug(
+    record: PromptRecord,
+    write: (r: PromptRecord) => Promise<void>,
+  ): Promise<PromptRecord> {
     for (let attempt = 0; attempt < 20; attempt++) {
-      const slug = await uniqueSlug(slugify(record.name), (s) => this.store.isSlugTaken(record.organizationId, s))
+      const slug = await uniqueSlug(slugify(record.name), (s) =>
+        this.store.isSlugTaken(record.organizationId, s),
+      )
       const candidate = { ...record, slug }
       try {
         await write(candidate)
@@ -97,7 +107,12 @@ export class PromptsService {
   }
 
   /** Snapshots the current draft as the next version, with its event, atomically. */
-  async publish(organizationId: string, promptId: string, author: Author, changeLog: string): Promise<VersionRecord> {
+  async publish(
+    organizationId: string,
+    promptId: string,
+    author: Author,
+    changeLog: string,
+  ): Promise<VersionRecord> {
     const version = await this.store.publish(organizationId, promptId, (prompt, next) => {
       const publishedAt = new Date().toISOString()
       const v: VersionRecord = {
@@ -130,7 +145,14 @@ export class PromptsService {
       }
       return {
         version: v,
-        outbox: { _id: event.id, subject: SUBJECTS.versionPublished, msgId: v._id, payload: event, createdAt: publishedAt, sentAt: null },
+        outbox: {
+          _id: event.id,
+          subject: SUBJECTS.versionPublished,
+          msgId: v._id,
+          payload: event,
+          createdAt: publishedAt,
+          sentAt: null,
+        },
       }
     })
     if (!version) throw new AppError('NOT_FOUND', 'prompt not found')
@@ -143,7 +165,12 @@ export class PromptsService {
    * What to render: the current version by default, version N, or an environment's pin.
    * `publicOnly` resolves for the public catalog (any workspace, public prompts only).
    */
-  async resolve(caller: CallerContext, promptId: string, selector: Selector, publicOnly: boolean): Promise<ResolvedPrompt> {
+  async resolve(
+    caller: CallerContext,
+    promptId: string,
+    selector: Selector,
+    publicOnly: boolean,
+  ): Promise<ResolvedPrompt> {
     const prompt = publicOnly
       ? await this.store.getPromptById(promptId)
       : caller.organizationId
@@ -165,7 +192,8 @@ export class PromptsService {
       version = await this.store.getVersion(prompt._id, pin.versionId)
       if (!version) throw new AppError('VERSION_NOT_FOUND', 'the pinned version no longer exists')
     } else {
-      if (!prompt.currentVersionId) throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
+      if (!prompt.currentVersionId)
+        throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
       version = await this.store.getVersion(prompt._id, prompt.currentVersionId)
       if (!version) throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
     }

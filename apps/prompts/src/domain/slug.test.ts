@@ -11,6 +11,7 @@ describe('slugify', () => {
     ['ﬁle №5', 'file-no5'],
     ['snake_case.and/slashes', 'snake-case-and-slashes'],
     ['ABC123', 'abc123'],
+    ['İstanbul ẞ', 'istanbul-ss'],
     ['---', 'prompt'],
     ['', 'prompt'],
     ['日本語のプロンプト', 'prompt'],

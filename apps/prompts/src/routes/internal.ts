@@ -23,12 +23,26 @@ export function internalRoutes(app: Service, { service }: PromptsDeps): void {
     },
     async (request) => {
       const { version, env } = request.query
-      return service.resolve(request.caller, request.params.id, { version, env }, request.query.public === true)
+      return service.resolve(
+        request.caller,
+        request.params.id,
+        { version, env },
+        request.query.public === true,
+      )
     },
   )
 
-  app.get('/internal/prompts/:id/draft', { schema: { params: IdParams, response: { 200: DraftPrompt } } }, async (request) => {
-    const prompt = await service.get(requireOrganization(request), request.params.id)
-    return { promptId: prompt._id, organizationId: prompt.organizationId, template: prompt.template, variables: prompt.variables }
-  })
+  app.get(
+    '/internal/prompts/:id/draft',
+    { schema: { params: IdParams, response: { 200: DraftPrompt } } },
+    async (request) => {
+      const prompt = await service.get(requireOrganization(request), request.params.id)
+      return {
+        promptId: prompt._id,
+        organizationId: prompt.organizationId,
+        template: prompt.template,
+        variables: prompt.variables,
+      }
+    },
+  )
 }

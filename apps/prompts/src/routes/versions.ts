@@ -14,7 +14,12 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
     async (request, reply) => {
       const userId = requireUser(request)
       const organizationId = requireOrganization(request)
-      const version = await service.publish(organizationId, request.params.id, { _id: userId }, request.body?.changeLog ?? '')
+      const version = await service.publish(
+        organizationId,
+        request.params.id,
+        { _id: userId },
+        request.body?.changeLog ?? '',
+      )
       reply.code(201)
       return version
     },
@@ -37,7 +42,10 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
     {
       schema: {
         params: IdParams,
-        querystring: Type.Object({ published: Type.Optional(Type.String()), organizationId: Type.Optional(ObjectId) }),
+        querystring: Type.Object({
+          published: Type.Optional(Type.String()),
+          organizationId: Type.Optional(ObjectId),
+        }),
         response: { 200: VersionList },
       },
     },

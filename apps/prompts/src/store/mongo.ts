@@ -71,7 +71,10 @@ export class MongoPromptStore implements PromptStore {
     return (await this.prompts.countDocuments({ organizationId, slug }, { limit: 1 })) > 0
   }
 
-  private async page(filter: Filter<PromptRecord>, page: Page): Promise<{ prompts: PromptRecord[]; total: number }> {
+  private async page(
+    filter: Filter<PromptRecord>,
+    page: Page,
+  ): Promise<{ prompts: PromptRecord[]; total: number }> {
     const [prompts, total] = await Promise.all([
       this.prompts
         .find(filter)
@@ -105,7 +108,10 @@ export class MongoPromptStore implements PromptStore {
     return { total, public: pub, published }
   }
 
-  async listPublic(search: string | undefined, page: Page): Promise<{ prompts: PromptRecord[]; total: number }> {
+  async listPublic(
+    search: string | undefined,
+    page: Page,
+  ): Promise<{ prompts: PromptRecord[]; total: number }> {
     const filter: Filter<PromptRecord> = { isPublic: true, currentVersionId: { $ne: null } }
     if (search) {
       const re = new RegExp(escapeRegex(search), 'i')
@@ -117,7 +123,11 @@ export class MongoPromptStore implements PromptStore {
   async updatePrompt(organizationId: string, id: string, patch: PromptPatch): Promise<PromptRecord | null> {
     const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
     try {
-      return await this.prompts.findOneAndUpdate({ _id: id, organizationId }, { $set }, { returnDocument: 'after' })
+      return await this.prompts.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set },
+        { returnDocument: 'after' },
+      )
     } catch (err) {
       if (isDuplicateKey(err)) throw new DuplicateSlugError()
       throw err
@@ -139,7 +149,11 @@ export class MongoPromptStore implements PromptStore {
     }
   }
 
-  async publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null> {
+  async publish(
+    organizationId: string,
+    promptId: string,
+    build: VersionBuilder,
+  ): Promise<VersionRecord | null> {
     // The transaction reads the counter, writes the version (unique on promptId+version)
     // and moves the counter only if nobody else did; a lost race starts over.
     for (let attempt = 0; attempt < 50; attempt++) {
@@ -156,7 +170,13 @@ export class MongoPromptStore implements PromptStore {
           await this.versions.insertOne({ ...version }, { session })
           const moved = await this.prompts.updateOne(
             { _id: promptId, versionCount: prompt.versionCount },
-            { $set: { versionCount: version.version, currentVersionId: version._id, updatedAt: version.publishedAt } },
+            {
+              $set: {
+                versionCount: version.version,
+                currentVersionId: version._id,
+                updatedAt: version.publishedAt,
+              },
+            },
             { session },
           )
           if (moved.modifiedCount !== 1) throw new CounterMoved()

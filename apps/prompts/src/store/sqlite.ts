@@ -146,7 +146,9 @@ export class SqlitePromptStore implements PromptStore {
 
   private insertOutbox(o: OutboxRecord): void {
     this.db
-      .prepare('INSERT INTO outbox (id, subject, msg_id, payload, created_at, sent_at) VALUES (?, ?, ?, ?, ?, ?)')
+      .prepare(
+        'INSERT INTO outbox (id, subject, msg_id, payload, created_at, sent_at) VALUES (?, ?, ?, ?, ?, ?)',
+      )
       .run(o._id, o.subject, o.msgId, JSON.stringify(o.payload), o.createdAt, o.sentAt)
   }
 
@@ -170,7 +172,10 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async isSlugTaken(organizationId: string, slug: string): Promise<boolean> {
-    return this.one('SELECT 1 AS x FROM prompts WHERE organization_id = ? AND slug = ?', organizationId, slug) !== undefined
+    return (
+      this.one('SELECT 1 AS x FROM prompts WHERE organization_id = ? AND slug = ?', organizationId, slug) !==
+      undefined
+    )
   }
 
   async listPrompts(filter: PromptFilter, page: Page): Promise<{ prompts: PromptRecord[]; total: number }> {
@@ -182,7 +187,9 @@ export class SqlitePromptStore implements PromptStore {
       params.push(like, like, like)
     }
     if (filter.tags && filter.tags.length > 0) {
-      where.push(`EXISTS (SELECT 1 FROM json_each(prompts.tags) WHERE value IN (${filter.tags.map(() => '?').join(', ')}))`)
+      where.push(
+        `EXISTS (SELECT 1 FROM json_each(prompts.tags) WHERE value IN (${filter.tags.map(() => '?').join(', ')}))`,
+      )
       params.push(...filter.tags)
     }
     if (filter.visibility === 'public') where.push('is_public = 1')
@@ -205,10 +212,17 @@ export class SqlitePromptStore implements PromptStore {
        FROM prompts WHERE organization_id = ?`,
       organizationId,
     )
-    return { total: Number(r?.total ?? 0), public: Number(r?.public ?? 0), published: Number(r?.published ?? 0) }
+    return {
+      total: Number(r?.total ?? 0),
+      public: Number(r?.public ?? 0),
+      published: Number(r?.published ?? 0),
+    }
   }
 
-  async listPublic(search: string | undefined, page: Page): Promise<{ prompts: PromptRecord[]; total: number }> {
+  async listPublic(
+    search: string | undefined,
+    page: Page,
+  ): Promise<{ prompts: PromptRecord[]; total: number }> {
     const where = ['is_public = 1', 'current_version_id IS NOT NULL']
     const params: SQLInputValue[] = []
     if (search) {
@@ -262,18 +276,28 @@ export class SqlitePromptStore implements PromptStore {
 
   async deletePrompt(organizationId: string, id: string): Promise<boolean> {
     return transaction(this.db, () => {
-      const result = this.db.prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?').run(id, organizationId)
+      const result = this.db
+        .prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?')
+        .run(id, organizationId)
       if (result.changes === 0) return false
       this.db.prepare('DELETE FROM versions WHERE prompt_id = ?').run(id)
       return true
     })
   }
 
-  async publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null> {
+  async publish(
+    organizationId: string,
+    promptId: string,
+    build: VersionBuilder,
+  ): Promise<VersionRecord | null> {
     // BEGIN IMMEDIATE takes the write lock first, so concurrent publishes are serialised
     // and each reads the count the previous one wrote.
     return transaction(this.db, () => {
-      const r = this.one('SELECT * FROM prompts WHERE id = ? AND organization_id = ?', promptId, organizationId)
+      const r = this.one(
+        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
+        promptId,
+        organizationId,
+      )
       if (!r) return null
       const prompt = toPrompt(r)
       const { version, outbox } = build(prompt, prompt.versionCount + 1)
@@ -315,7 +339,9 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async pendingOutbox(limit: number): Promise<OutboxRecord[]> {
-    return this.all('SELECT * FROM outbox WHERE sent_at IS NULL ORDER BY created_at, id LIMIT ?', limit).map(toOutbox)
+    return this.all('SELECT * FROM outbox WHERE sent_at IS NULL ORDER BY created_at, id LIMIT ?', limit).map(
+      toOutbox,
+    )
   }
 
   async markOutboxSent(id: string, at: string): Promise<void> {

@@ -54,11 +54,17 @@ export interface Page {
 }
 
 export type PromptPatch = Partial<
-  Pick<PromptRecord, 'name' | 'slug' | 'description' | 'tags' | 'template' | 'variables' | 'isPublic' | 'environments'>
+  Pick<
+    PromptRecord,
+    'name' | 'slug' | 'description' | 'tags' | 'template' | 'variables' | 'isPublic' | 'environments'
+  >
 > & { updatedAt: string }
 
 /** A new version and the event announcing it, built from the prompt as it is inside the transaction. */
-export type VersionBuilder = (prompt: PromptRecord, nextVersion: number) => { version: VersionRecord; outbox: OutboxRecord }
+export type VersionBuilder = (
+  prompt: PromptRecord,
+  nextVersion: number,
+) => { version: VersionRecord; outbox: OutboxRecord }
 
 export class DuplicateSlugError extends Error {
   constructor() {

@@ -1,4 +1,11 @@
-import { AppError, CONTEXT_HEADER, type ErrorCode, isErrorCode, type ResolvedPrompt, type Variable } from '@pm/contracts'
+import {
+  AppError,
+  CONTEXT_HEADER,
+  type ErrorCode,
+  isErrorCode,
+  type ResolvedPrompt,
+  type Variable,
+} from '@pm/contracts'
 import { type CompiledTemplate, compileTemplate } from '@pm/template'
 import { LRUCache } from 'lru-cache'
 import { Pool } from 'undici'

@@ -77,7 +77,11 @@ export function renderRoutes(app: Service, { resolver }: RenderDeps): void {
       const draft = await resolver.draft({ ...baseRequest(request, request.params.id), publicOnly: false })
       const values = request.body?.variables ?? {}
       const outcome = renderTemplate(draft.template, draft.variables, values, 'inject')
-      return { renderedContent: outcome.renderedContent, unresolvedVariables: outcome.unresolved, variables: values }
+      return {
+        renderedContent: outcome.renderedContent,
+        unresolvedVariables: outcome.unresolved,
+        variables: values,
+      }
     },
   )
 
@@ -86,12 +90,20 @@ export function renderRoutes(app: Service, { resolver }: RenderDeps): void {
     {
       schema: {
         params: IdParams,
-        body: Type.Optional(Type.Object({ variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, { additionalProperties: false })),
+        body: Type.Optional(
+          Type.Object(
+            { variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())) },
+            { additionalProperties: false },
+          ),
+        ),
         response: { 200: InvokeResult },
       },
     },
     async (request, reply) => {
-      const snapshot = await resolver.resolve({ ...baseRequest(request, request.params.id), publicOnly: true })
+      const snapshot = await resolver.resolve({
+        ...baseRequest(request, request.params.id),
+        publicOnly: true,
+      })
       const values = request.body?.variables ?? {}
       const outcome = renderCompiled(snapshot.compiled, snapshot.variables, values, 'invoke')
       if (outcome.missingRequired.length > 0) {
