@@ -64,14 +64,26 @@ for (const backend of backends) {
       const u = user('o@example.com')
       await s.createUser(u)
       const org = { _id: newId(), name: 'Acme', slug: 'acme', createdAt: now(), updatedAt: now() }
-      await s.createOrganization(org, { organizationId: org._id, userId: u._id, role: 'OWNER', status: 'ACTIVE', createdAt: now() })
+      await s.createOrganization(org, {
+        organizationId: org._id,
+        userId: u._id,
+        role: 'OWNER',
+        status: 'ACTIVE',
+        createdAt: now(),
+      })
       expect(await s.getOrganization(org._id)).toEqual(org)
       expect(await s.getMembership(org._id, u._id)).toMatchObject({ role: 'OWNER', status: 'ACTIVE' })
       expect((await s.listOrganizationsForUser(u._id)).map((o) => o._id)).toEqual([org._id])
       expect(await s.isSlugTaken('acme')).toBe(true)
       const dup = { ...org, _id: newId() }
       await expect(
-        s.createOrganization(dup, { organizationId: dup._id, userId: u._id, role: 'OWNER', status: 'ACTIVE', createdAt: now() }),
+        s.createOrganization(dup, {
+          organizationId: dup._id,
+          userId: u._id,
+          role: 'OWNER',
+          status: 'ACTIVE',
+          createdAt: now(),
+        }),
       ).rejects.toBeInstanceOf(DuplicateError)
       // Nothing half-written: the failed organization left no membership.
       expect(await s.getMembership(dup._id, u._id)).toBeNull()
@@ -95,7 +107,13 @@ for (const backend of backends) {
 
     it('keeps one signing key when two starts race', async () => {
       const s = await open()
-      const mk = (kid: string) => ({ kid, alg: 'ES256', privateJwk: { kid }, publicJwk: { kid }, createdAt: now() })
+      const mk = (kid: string) => ({
+        kid,
+        alg: 'ES256',
+        privateJwk: { kid },
+        publicJwk: { kid },
+        createdAt: now(),
+      })
       const [a, b] = await Promise.all([s.ensureSigningKey(mk('a')), s.ensureSigningKey(mk('b'))])
       expect(a.kid).toBe(b.kid)
       expect(await s.listSigningKeys()).toHaveLength(1)

@@ -3,7 +3,12 @@ import { storeBackends } from '@pm/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MongoPromptStore } from '../src/store/mongo.ts'
 import { SqlitePromptStore } from '../src/store/sqlite.ts'
-import { DuplicateSlugError, type PromptRecord, type PromptStore, type VersionBuilder } from '../src/store/types.ts'
+import {
+  DuplicateSlugError,
+  type PromptRecord,
+  type PromptStore,
+  type VersionBuilder,
+} from '../src/store/types.ts'
 
 const backends = await storeBackends<PromptStore>({
   sqlite: (file) => new SqlitePromptStore(file),
@@ -52,7 +57,14 @@ const builder: VersionBuilder = (p, next) => {
       createdBy: { _id: 'u'.repeat(24) },
       changeLog: `v${next}`,
     },
-    outbox: { _id: newId(), subject: 's', msgId: id, payload: { version: next }, createdAt: now(), sentAt: null },
+    outbox: {
+      _id: newId(),
+      subject: 's',
+      msgId: id,
+      payload: { version: next },
+      createdAt: now(),
+      sentAt: null,
+    },
   }
 }
 
@@ -99,19 +111,33 @@ for (const backend of backends) {
           }),
         )
       }
-      await s.createPrompt(prompt(org, { name: 'Beta 100%', createdAt: new Date(Date.UTC(2026, 0, 2)).toISOString() }))
+      await s.createPrompt(
+        prompt(org, { name: 'Beta 100%', createdAt: new Date(Date.UTC(2026, 0, 2)).toISOString() }),
+      )
       const all = await s.listPrompts({ organizationId: org }, { page: 1, limit: 4 })
       expect(all.total).toBe(6)
       expect(all.prompts).toHaveLength(4)
       expect(all.prompts[0]?.name).toBe('Beta 100%')
       const page2 = await s.listPrompts({ organizationId: org }, { page: 2, limit: 4 })
       expect(page2.prompts).toHaveLength(2)
-      expect((await s.listPrompts({ organizationId: org, search: 'alpha' }, { page: 1, limit: 20 })).total).toBe(5)
-      expect((await s.listPrompts({ organizationId: org, search: '100%' }, { page: 1, limit: 20 })).total).toBe(1)
-      expect((await s.listPrompts({ organizationId: org, search: '%' }, { page: 1, limit: 20 })).total).toBe(1)
-      expect((await s.listPrompts({ organizationId: org, tags: ['even'] }, { page: 1, limit: 20 })).total).toBe(3)
-      expect((await s.listPrompts({ organizationId: org, visibility: 'public' }, { page: 1, limit: 20 })).total).toBe(1)
-      expect((await s.listPrompts({ organizationId: org, visibility: 'private' }, { page: 1, limit: 20 })).total).toBe(5)
+      expect(
+        (await s.listPrompts({ organizationId: org, search: 'alpha' }, { page: 1, limit: 20 })).total,
+      ).toBe(5)
+      expect(
+        (await s.listPrompts({ organizationId: org, search: '100%' }, { page: 1, limit: 20 })).total,
+      ).toBe(1)
+      expect((await s.listPrompts({ organizationId: org, search: '%' }, { page: 1, limit: 20 })).total).toBe(
+        1,
+      )
+      expect(
+        (await s.listPrompts({ organizationId: org, tags: ['even'] }, { page: 1, limit: 20 })).total,
+      ).toBe(3)
+      expect(
+        (await s.listPrompts({ organizationId: org, visibility: 'public' }, { page: 1, limit: 20 })).total,
+      ).toBe(1)
+      expect(
+        (await s.listPrompts({ organizationId: org, visibility: 'private' }, { page: 1, limit: 20 })).total,
+      ).toBe(5)
       expect(await s.summary(org)).toEqual({ total: 6, public: 1, published: 0 })
     })
 
@@ -135,7 +161,9 @@ for (const backend of backends) {
       const s = await open()
       const p = prompt(newId())
       await s.createPrompt(p)
-      const results = await Promise.all(Array.from({ length: 20 }, () => s.publish(p.organizationId, p._id, builder)))
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => s.publish(p.organizationId, p._id, builder)),
+      )
       expect(results.map((v) => v?.version).sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual(
         Array.from({ length: 20 }, (_, i) => i + 1),
       )
@@ -157,7 +185,11 @@ for (const backend of backends) {
       await s.createPrompt(p)
       await s.publish(p.organizationId, p._id, builder)
       expect(await s.updatePrompt(newId(), p._id, { name: 'X', updatedAt: now() })).toBeNull()
-      const updated = await s.updatePrompt(p.organizationId, p._id, { name: 'X', tags: ['t'], updatedAt: now() })
+      const updated = await s.updatePrompt(p.organizationId, p._id, {
+        name: 'X',
+        tags: ['t'],
+        updatedAt: now(),
+      })
       expect(updated).toMatchObject({ name: 'X', tags: ['t'], versionCount: 1 })
       expect(await s.deletePrompt(newId(), p._id)).toBe(false)
       expect(await s.deletePrompt(p.organizationId, p._id)).toBe(true)

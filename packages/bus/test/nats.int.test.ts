@@ -10,7 +10,12 @@ describe('NatsBus on a real NATS JetStream', () => {
   let bus: NatsBus
 
   beforeAll(async () => {
-    bus = await NatsBus.connect({ url: await natsUrl(), stream, streamSubjects: [`pmtest.${suffix}.>`], retryDelayMs: 50 })
+    bus = await NatsBus.connect({
+      url: await natsUrl(),
+      stream,
+      streamSubjects: [`pmtest.${suffix}.>`],
+      retryDelayMs: 50,
+    })
   })
   afterAll(async () => {
     await bus?.close()
@@ -30,15 +35,22 @@ describe('NatsBus on a real NATS JetStream', () => {
     await bus.publishDurable(subject, { v: 1 }, 'msg-1')
     await bus.publishDurable(subject, { v: 2 }, 'msg-2')
     // The failed message comes back after its nak delay, so after msg-2; msg-1 is stored once.
-    await vi.waitFor(() => expect(got.map((g) => g.data)).toEqual(expect.arrayContaining([{ v: 1 }, { v: 2 }])), {
-      timeout: 5_000,
-    })
+    await vi.waitFor(
+      () => expect(got.map((g) => g.data)).toEqual(expect.arrayContaining([{ v: 1 }, { v: 2 }])),
+      {
+        timeout: 5_000,
+      },
+    )
     expect(got).toHaveLength(2)
     expect(got.find((g) => (g.data as { v: number }).v === 1)?.attempt).toBe(2)
   })
 
   it('broadcasts to every subscriber', async () => {
-    const other = await NatsBus.connect({ url: await natsUrl(), stream, streamSubjects: [`pmtest.${suffix}.>`] })
+    const other = await NatsBus.connect({
+      url: await natsUrl(),
+      stream,
+      streamSubjects: [`pmtest.${suffix}.>`],
+    })
     const seen: unknown[] = []
     other.onBroadcast(`pmtest.${suffix}.bcast`, (d) => seen.push(d))
     await other.check()
