@@ -27,7 +27,10 @@ export interface WebhooksAppOptions {
 
 export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookStore> {
   if (config.MONGO_URL) {
-    const store = new MongoWebhookStore(await connectMongo(config.MONGO_URL), config.MONGO_DB ?? 'pm_webhooks')
+    const store = new MongoWebhookStore(
+      await connectMongo(config.MONGO_URL),
+      config.MONGO_DB ?? 'pm_webhooks',
+    )
     await store.init()
     return store
   }

@@ -19,7 +19,12 @@ export const WebhooksConfigSchema = Type.Object({
   /** Subscriptions one organization may hold. */
   WEBHOOK_MAX_PER_ORG: Type.Integer({ minimum: 1, maximum: 1_000, default: 25 }),
   /** Durable JetStream consumer name: every replica shares it, so each event is handled once. */
-  WEBHOOK_CONSUMER: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', default: 'webhooks' }),
+  WEBHOOK_CONSUMER: Type.String({
+    minLength: 1,
+    maxLength: 64,
+    pattern: '^[A-Za-z0-9_-]+$',
+    default: 'webhooks',
+  }),
 })
 export type WebhooksConfig = Static<typeof WebhooksConfigSchema>
 

@@ -263,7 +263,8 @@ export class Webhooks {
    */
   async redeliver(organizationId: string, id: string, deliveryId: string): Promise<WebhookDelivery> {
     const sub = await this.subscription(organizationId, id)
-    if (!sub.active) throw new AppError('CONFLICT', 'the webhook is disabled; activate it before redelivering')
+    if (!sub.active)
+      throw new AppError('CONFLICT', 'the webhook is disabled; activate it before redelivering')
     const result = await this.opts.store.requeueDelivery(
       organizationId,
       sub._id,

@@ -23,7 +23,10 @@ const backends = await storeBackends<WebhookStore>({
 const T0 = Date.parse('2030-01-01T00:00:00.000Z')
 const at = (offsetMs: number) => new Date(T0 + offsetMs).toISOString()
 
-function subscription(organizationId: string, overrides: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
+function subscription(
+  organizationId: string,
+  overrides: Partial<SubscriptionRecord> = {},
+): SubscriptionRecord {
   return {
     _id: newId(),
     organizationId,
@@ -316,7 +319,11 @@ for (const backend of backends) {
 
       expect(await s.failPending(sub._id, 'disabled', at(10))).toBe(1)
       const get = (d: DeliveryRecord) => s.getDelivery(d.organizationId, d.subscriptionId, d._id)
-      expect(await get(waiting)).toMatchObject({ status: 'FAILED', nextAttemptAt: null, lastError: 'disabled' })
+      expect(await get(waiting)).toMatchObject({
+        status: 'FAILED',
+        nextAttemptAt: null,
+        lastError: 'disabled',
+      })
       expect(await get(leased)).toMatchObject({ status: 'PENDING' })
       expect(await get(delivered)).toMatchObject({ status: 'DELIVERED' })
       expect(await get(elsewhere)).toMatchObject({ status: 'PENDING' })

@@ -127,7 +127,10 @@ export const ListDeliveriesQuery = Type.Object(
 )
 export type ListDeliveriesQuery = Static<typeof ListDeliveriesQuery>
 
-export const WebhookParams = Type.Object({ id: ObjectId, webhookId: ObjectId }, { additionalProperties: false })
+export const WebhookParams = Type.Object(
+  { id: ObjectId, webhookId: ObjectId },
+  { additionalProperties: false },
+)
 export const DeliveryParams = Type.Object(
   { id: ObjectId, webhookId: ObjectId, deliveryId: ObjectId },
   { additionalProperties: false },

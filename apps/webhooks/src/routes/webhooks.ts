@@ -102,7 +102,11 @@ export function webhookRoutes(app: Service, deps: { webhooks: Webhooks }): void 
   app.get(
     `${base}/:webhookId/deliveries`,
     {
-      schema: { params: WebhookParams, querystring: ListDeliveriesQuery, response: { 200: WebhookDeliveryList } },
+      schema: {
+        params: WebhookParams,
+        querystring: ListDeliveriesQuery,
+        response: { 200: WebhookDeliveryList },
+      },
     },
     async (request) => {
       const org = requireManager(request, request.params.id)

@@ -88,7 +88,11 @@ export class MongoWebhookStore implements WebhookStore {
     patch: SubscriptionPatch,
   ): Promise<SubscriptionRecord | null> {
     const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
-    return this.subscriptions.findOneAndUpdate({ _id: id, organizationId }, { $set }, { returnDocument: 'after' })
+    return this.subscriptions.findOneAndUpdate(
+      { _id: id, organizationId },
+      { $set },
+      { returnDocument: 'after' },
+    )
   }
 
   async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
@@ -127,7 +131,11 @@ export class MongoWebhookStore implements WebhookStore {
     }
   }
 
-  async getDelivery(organizationId: string, subscriptionId: string, id: string): Promise<DeliveryRecord | null> {
+  async getDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+  ): Promise<DeliveryRecord | null> {
     return this.deliveries.findOne({ _id: id, organizationId, subscriptionId })
   }
 
@@ -247,7 +255,10 @@ export class MongoWebhookStore implements WebhookStore {
       { returnDocument: 'after' },
     )
     if (updated) return updated
-    const exists = await this.deliveries.countDocuments({ _id: id, organizationId, subscriptionId }, { limit: 1 })
+    const exists = await this.deliveries.countDocuments(
+      { _id: id, organizationId, subscriptionId },
+      { limit: 1 },
+    )
     return exists > 0 ? 'leased' : null
   }
 

@@ -197,7 +197,11 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
     return transaction(this.db, () => {
-      const deleted = this.run('DELETE FROM subscriptions WHERE id = ? AND organization_id = ?', id, organizationId)
+      const deleted = this.run(
+        'DELETE FROM subscriptions WHERE id = ? AND organization_id = ?',
+        id,
+        organizationId,
+      )
       if (deleted === 0) return false
       this.run('DELETE FROM attempts WHERE subscription_id = ?', id)
       this.run('DELETE FROM deliveries WHERE subscription_id = ?', id)
@@ -242,7 +246,11 @@ export class SqliteWebhookStore implements WebhookStore {
     })
   }
 
-  async getDelivery(organizationId: string, subscriptionId: string, id: string): Promise<DeliveryRecord | null> {
+  async getDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+  ): Promise<DeliveryRecord | null> {
     const r = this.one(
       'SELECT * FROM deliveries WHERE id = ? AND organization_id = ? AND subscription_id = ?',
       id,
@@ -295,10 +303,16 @@ export class SqliteWebhookStore implements WebhookStore {
       ).map((r) => s(r.id))
       if (ids.length === 0) return []
       const marks = ids.map(() => '?').join(', ')
-      this.run(`UPDATE deliveries SET lease_token = ?, lease_until = ? WHERE id IN (${marks})`, token, leaseUntil, ...ids)
-      return this.all(`SELECT * FROM deliveries WHERE id IN (${marks}) ORDER BY next_attempt_at, id`, ...ids).map(
-        toDelivery,
+      this.run(
+        `UPDATE deliveries SET lease_token = ?, lease_until = ? WHERE id IN (${marks})`,
+        token,
+        leaseUntil,
+        ...ids,
       )
+      return this.all(
+        `SELECT * FROM deliveries WHERE id IN (${marks}) ORDER BY next_attempt_at, id`,
+        ...ids,
+      ).map(toDelivery)
     })
   }
 
