@@ -1,5 +1,11 @@
 import { NatsBus } from '@pm/bus'
-import { EVENTS_STREAM, SUBJECTS, type VersionPublishedEvent, type Webhook } from '@pm/contracts'
+import {
+  EVENTS_STREAM,
+  SUBJECTS,
+  type VersionPublishedEvent,
+  type Webhook,
+  type WebhookDelivery,
+} from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { natsUrl } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
@@ -124,6 +130,28 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
       expect(req.headers['x-service-delivery']).toBe(d?._id)
       expect(d?.attempts).toMatchObject([{ number: 1, statusCode: 200, success: true }])
     })
+
+    // Test-send and redeliver, through the gateway.
+    const base = `${hooks()}/${webhook._id}`
+    const test = await call<Data<WebhookDelivery>>(stack.gateway, 'POST', `${base}/test`, { token: s.token })
+    expect(test.status).toBe(200)
+    expect(test.body.data).toMatchObject({ eventType: 'webhook.test', status: 'DELIVERED', attemptCount: 1 })
+    expect(verifyWithLibrary(receiver.to('/signed')[1] ?? req, secret)).toMatchObject({
+      type: 'webhook.test',
+    })
+    const d = await deliveryOf(stack.gateway, s, webhook._id, versionId)
+    const again = await call<Data<WebhookDelivery>>(
+      stack.gateway,
+      'POST',
+      `${base}/deliveries/${d?._id}/redeliver`,
+      { token: s.token },
+    )
+    expect(again.status).toBe(202)
+    expect(again.body.data).toMatchObject({ _id: d?._id, status: 'PENDING' })
+    await vi.waitFor(() => expect(receiver.to('/signed')).toHaveLength(3), { timeout: 15_000 })
+    const redelivered = receiver.to('/signed')[2]
+    expect(redelivered?.headers['x-service-delivery']).toBe(d?._id)
+    expect(redelivered?.headers['webhook-id']).toBe(verified.id)
     await remove(webhook._id)
   })
 

@@ -19,6 +19,9 @@ import { checkTargetUrl, type HostLookup, SsrfError } from './domain/ssrf.ts'
 import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
 import { DISABLED_REASON, type DeliveryWorker } from './worker.ts'
 
+/** How far the prompts service's clock may be behind ours when comparing event and subscription times. */
+export const CLOCK_SKEW_MS = 5 * 60_000
+
 export interface WebhooksOptions {
   store: WebhookStore
   worker: DeliveryWorker
@@ -290,7 +293,12 @@ export class Webhooks {
       return 0
     }
     const { store, worker } = this.opts
-    const subs = await store.subscriptionsFor(data.organizationId, data.type)
+    const eventAt = Date.parse(data.createdAt)
+    // A subscription gets the events that happen once it exists: a replayed stream (a new
+    // consumer starts from the beginning) must not flood it with last week's publications.
+    const subs = (await store.subscriptionsFor(data.organizationId, data.type)).filter(
+      (sub) => Number.isNaN(eventAt) || Date.parse(sub.createdAt) - CLOCK_SKEW_MS <= eventAt,
+    )
     if (subs.length === 0) return 0
     const now = new Date().toISOString()
     const body = JSON.stringify(data)

@@ -426,6 +426,17 @@ describe('webhooks service', () => {
       expect((await h.call('POST', `${base}/${newId()}/redeliver`)).status).toBe(404)
     })
 
+    it('does not send a subscription the events from before it existed', async () => {
+      const { webhook } = await create(h, `${receiver.base}/replay`)
+      const old = event(h.org, { createdAt: new Date(Date.now() - 3_600_000).toISOString() })
+      await publish(h, old)
+      const fresh = event(h.org)
+      await publish(h, fresh)
+      await vi.waitFor(() => expect(receiver.to('/replay')).toHaveLength(1))
+      expect(receiver.to('/replay')[0]?.headers['webhook-id']).toBe(fresh.id)
+      expect((await deliveries(h, webhook._id)).map((d) => d.eventId)).toEqual([fresh.id])
+    })
+
     it('ignores malformed events', async () => {
       const { webhook } = await create(h, `${receiver.base}/malformed`)
       await h.bus.publishDurable(SUBJECTS.versionPublished, { hello: 'world' }, newId())
