@@ -55,6 +55,13 @@ export class DeliveryWorker {
     this.running = true
     this.pollTimer = setInterval(() => this.kick(), this.opts.pollMs)
     this.kick()
+    // After a restart, a retry due before the first poll is attempted on time.
+    this.opts.store.nextDueAt().then(
+      (at) => {
+        if (at) this.wakeAt(at)
+      },
+      (err: unknown) => this.opts.log.error({ err }, 'webhook worker could not read the next due time'),
+    )
   }
 
   /** Stops claiming, then waits for the attempts in flight to be sent and recorded. */
