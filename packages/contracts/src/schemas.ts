@@ -4,6 +4,7 @@ import { ErrorBody, FieldError } from './errors.ts'
 import { VersionPublishedEvent } from './events.ts'
 import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
+import * as webhooks from './webhooks.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -52,4 +53,14 @@ export const ALL_SCHEMAS: TSchema[] = [
   prompts.ResolvedPrompt,
   prompts.DraftPrompt,
   VersionPublishedEvent,
+  webhooks.WebhookEventType,
+  webhooks.Webhook,
+  webhooks.CreateWebhookRequest,
+  webhooks.UpdateWebhookRequest,
+  webhooks.CreatedWebhook,
+  webhooks.WebhookList,
+  webhooks.WebhookDeliveryAttempt,
+  webhooks.WebhookDelivery,
+  webhooks.WebhookDeliveryList,
+  webhooks.ListDeliveriesQuery,
 ]
