@@ -268,10 +268,11 @@ export const UpdateVariableRequest = Type.Object(
   {
     organizationId: Type.Optional(ObjectId),
     required: Type.Optional(Type.Boolean()),
+    // Null first: with type coercion on, ajv would turn null into "" for a string branch tried first.
     /** null removes the description. */
-    description: Type.Optional(Type.Union([Type.String({ maxLength: 1000 }), Type.Null()])),
+    description: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 1000 })])),
     /** null removes the default value. */
-    defaultValue: Type.Optional(Type.Union([Type.String({ maxLength: TEMPLATE_MAX }), Type.Null()])),
+    defaultValue: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: TEMPLATE_MAX })])),
   },
   { $id: 'UpdateVariableRequest', additionalProperties: false },
 )

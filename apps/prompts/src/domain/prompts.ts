@@ -428,7 +428,7 @@ export class PromptsService {
   /** A public prompt with its current version, or 404 (private, unpublished, or absent). */
   async publicEntry(id: string): Promise<{ prompt: PromptRecord; version: VersionRecord }> {
     const prompt = await this.store.getPromptById(id)
-    if (!prompt || !prompt.isPublic || !prompt.currentVersionId) {
+    if (!prompt?.isPublic || !prompt.currentVersionId) {
       throw new AppError('NOT_FOUND', 'prompt not found')
     }
     const version = await this.store.getVersion(prompt._id, prompt.currentVersionId)
