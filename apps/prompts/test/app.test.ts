@@ -2,6 +2,7 @@ import type { ImportBatch, Pin, Prompt, PromptChangedEvent, PromptVersion } from
 import { SUBJECTS } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { buildPublished } from '../src/domain/prompts.ts'
 import { type Harness, harness, multipart } from './helpers.ts'
 
 let h: Harness | undefined
@@ -144,6 +145,46 @@ describe('prompts service (app.inject)', () => {
       payload: { versionId: v1._id },
     })
     expect(bad.statusCode).toBe(400)
+  })
+
+  it('refuses to fork or promote a version that is not PUBLISHED (409)', async () => {
+    const t = await setup()
+    const p = await createPrompt(t)
+    const v1 = await publish(t, p._id)
+    // No route makes such a version yet (other statuses are reserved): write one directly.
+    const draftLike = await t.store.publish(t.org, p._id, (prompt, next) => {
+      const built = buildPublished(prompt, next, { _id: t.user }, '')
+      return { ...built, version: { ...built.version, status: 'DRAFT' as unknown as 'PUBLISHED' } }
+    })
+    const fork = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/prompts/${p._id}/versions/${draftLike?._id}/fork`,
+      headers: t.as({ targetOrganizationId: t.org }),
+      payload: { name: 'Copy' },
+    })
+    expect([fork.statusCode, fork.json().error.code]).toEqual([409, 'VERSION_NOT_PUBLISHED'])
+    const promote = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/prompts/${p._id}/environments/preview/promote`,
+      headers: t.as(),
+      payload: { versionId: draftLike?._id },
+    })
+    expect([promote.statusCode, promote.json().error.code]).toEqual([409, 'VERSION_NOT_PUBLISHED'])
+    // The published one forks; a target the gateway did not check is refused.
+    const ok = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/prompts/${p._id}/versions/${v1._id}/fork`,
+      headers: t.as({ targetOrganizationId: t.org }),
+      payload: { name: 'Copy' },
+    })
+    expect(ok.statusCode).toBe(201)
+    const unchecked = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/prompts/${p._id}/versions/${v1._id}/fork`,
+      headers: t.as({ targetOrganizationId: t.org }),
+      payload: { name: 'Copy', targetOrganizationId: newId() },
+    })
+    expect([unchecked.statusCode, unchecked.json().error.code]).toEqual([403, 'MEMBERSHIP_REQUIRED'])
   })
 
   it('holds an event back for OUTBOX_RELAY_DELAY_MS, then sends it once with the version id', async () => {

@@ -6,10 +6,12 @@ import { MemoryBus } from '@pm/bus'
 import { type CallerContext, CONTEXT_HEADER, type Scope } from '@pm/contracts'
 import { newId, type Service, signContext } from '@pm/kit'
 import { buildApp, loadPromptsConfig, type PromptsConfig } from '../src/app.ts'
+import { SqlitePromptStore } from '../src/store/sqlite.ts'
 
 export interface Harness {
   app: Service
   bus: MemoryBus
+  store: SqlitePromptStore
   config: PromptsConfig
   org: string
   user: string
@@ -31,13 +33,15 @@ export async function harness(env: Record<string, string> = {}): Promise<Harness
     ...env,
   })
   const bus = new MemoryBus(10)
-  const app = await buildApp({ config, bus })
+  const store = new SqlitePromptStore(join(dir, 'prompts.db'))
+  const app = await buildApp({ config, bus, store })
   await app.ready()
   const org = newId()
   const user = newId()
   return {
     app,
     bus,
+    store,
     config,
     org,
     user,
@@ -58,6 +62,7 @@ export async function harness(env: Record<string, string> = {}): Promise<Harness
     close: async () => {
       await app.close()
       await bus.close()
+      await store.close()
       rmSync(dir, { recursive: true, force: true })
     },
   }
