@@ -270,6 +270,54 @@ describe('prompts service (app.inject)', () => {
     expect(other.statusCode).toBe(404)
   })
 
+  it('records where an import stopped when the service shuts down, and reads a dead batch as failed', async () => {
+    const t = await setup({ IMPORT_PROGRESS_EVERY: '1' })
+    const lines = ['name,template']
+    for (let i = 1; i <= 2000; i++) lines.push(`Row ${i},T`)
+    const body = await multipart(lines.join('\n'))
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/prompts/import',
+      headers: { ...t.as(), ...body.headers },
+      payload: body.payload,
+    })
+    const { batchId } = res.json<{ batchId: string }>()
+    await t.app.close()
+    const batch = await t.store.getBatch(t.org, batchId)
+    // Every row is accounted for: written, or listed as not imported.
+    expect(batch?.status).not.toBe('processing')
+    expect((batch?.created ?? 0) + (batch?.failed ?? 0)).toBe(2000)
+    expect(batch?.errors).toHaveLength(batch?.failed ?? -1)
+
+    // A batch left "processing" by a process that died reads as failed once it is stale.
+    const t2 = await harness({ IMPORT_STALE_MS: '1000' })
+    try {
+      const old = new Date(Date.now() - 5000).toISOString()
+      const dead = {
+        _id: newId(),
+        organizationId: t2.org,
+        createdBy: t2.user,
+        status: 'processing' as const,
+        total: 10,
+        created: 4,
+        failed: 0,
+        errors: [],
+        createdAt: old,
+        updatedAt: old,
+        finishedAt: null,
+      }
+      await t2.store.createBatch(dead)
+      const view = await t2.app.inject({
+        method: 'GET',
+        url: `/api/v1/prompts/import/${dead._id}`,
+        headers: t2.as(),
+      })
+      expect(view.json()).toMatchObject({ status: 'failed', total: 10, created: 4 })
+    } finally {
+      await t2.close()
+    }
+  })
+
   it('refuses an upload that is not multipart, or has no file field', async () => {
     const t = await setup()
     const json = await t.app.inject({
