@@ -209,7 +209,7 @@ describe('identity and access through the gateway (spec sections 5 and 7)', () =
 
     // Expired: accepted until expiresAt, refused after.
     const expiring = await mintKey(['prompts:read'], {
-      expiresAt: new Date(Date.now() + 2_500).toISOString(),
+      expiresAt: new Date(Date.now() + 5_000).toISOString(),
     })
     expect((await call(gw, 'GET', '/api/v1/prompts', { token: expiring.key })).status).toBe(200)
     await vi.waitFor(
@@ -217,7 +217,7 @@ describe('identity and access through the gateway (spec sections 5 and 7)', () =
         const after = await call<ErrorReply>(gw, 'GET', '/api/v1/prompts', { token: expiring.key })
         expect([after.status, after.body.error?.code]).toEqual([401, 'INVALID_CREDENTIALS'])
       },
-      { timeout: 10_000, interval: 200 },
+      { timeout: 15_000, interval: 200 },
     )
   })
 
