@@ -122,7 +122,8 @@ export function kustomizeBuild(dir: string): K8sObject[] {
     const ops = readPatch(entry, dir, file)
     if (!entry.target) throw new Error(`${file}: a JSON 6902 patch needs a target`)
     const targets = objects.filter((o) => matchesTarget(o, entry.target ?? {}))
-    if (targets.length === 0) throw new Error(`${file}: patch target ${JSON.stringify(entry.target)} matches nothing`)
+    if (targets.length === 0)
+      throw new Error(`${file}: patch target ${JSON.stringify(entry.target)} matches nothing`)
     for (const target of targets) {
       const patched = applyJsonPatch(target, ops) as K8sObject
       objects[objects.indexOf(target)] = patched
@@ -169,7 +170,8 @@ export function matchesTarget(object: K8sObject, target: PatchTarget): boolean {
   if (target.group !== undefined && target.group !== group) return false
   if (target.version !== undefined && target.version !== version) return false
   if (target.name !== undefined && !regex(target.name, object.metadata.name)) return false
-  if (target.namespace !== undefined && !regex(target.namespace, object.metadata.namespace ?? '')) return false
+  if (target.namespace !== undefined && !regex(target.namespace, object.metadata.namespace ?? ''))
+    return false
   if (target.labelSelector !== undefined) {
     const labels = object.metadata.labels ?? {}
     for (const term of target.labelSelector.split(',')) {
