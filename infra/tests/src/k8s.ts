@@ -566,7 +566,7 @@ const SERVER_ENDPOINTS: Record<ServerName, { ip: string; port: number }> = {
  * app reaches its servers, DNS and nothing else; only webhooks reaches the public internet,
  * and not private addresses.
  */
-export function checkNetworkPolicies(c: Cluster, ingressNamespace = 'ingress-nginx'): string[] {
+export function checkNetworkPolicies(c: Cluster, ingressNamespace = 'traefik'): string[] {
   const problems: string[] = []
   const policies = c.networkPolicies
   const pods = new Map<AppName, Endpoint & { kind: 'pod' }>()
@@ -586,10 +586,7 @@ export function checkNetworkPolicies(c: Cluster, ingressNamespace = 'ingress-ngi
   }
   const namespace = pods.get('gateway')?.namespace ?? 'default'
   const sources: Array<[string, Endpoint]> = [
-    [
-      'the ingress controller',
-      { kind: 'pod', namespace: ingressNamespace, labels: { [NAME]: 'ingress-nginx' } },
-    ],
+    ['the ingress controller', { kind: 'pod', namespace: ingressNamespace, labels: { [NAME]: 'traefik' } }],
     ['a pod of another namespace', { kind: 'pod', namespace: 'elsewhere', labels: { app: 'other' } }],
     ['another pod of this namespace', { kind: 'pod', namespace, labels: { app: 'debug' } }],
     ['an outside address', { kind: 'ip', ip: '198.51.100.7' }],
