@@ -662,6 +662,17 @@ export function checkSharedSettings(c: Cluster): string[] {
     const w = appWorkload(c, app)
     return 'problem' in w ? undefined : containerEnv(c, namespaceOf(w.deployment), w.container).env
   }
+  const envs = APP_NAMES.map((app) => [app, envOf(app)] as const)
+  const nats = new Set(envs.map(([, env]) => env?.NATS_URL))
+  if (nats.size !== 1) problems.push(`${c.where}: the apps are not on one NATS (${[...nats].join(', ')})`)
+  const databases = envs
+    .filter(([app]) => APPS[app].servers.includes('mongo'))
+    .map(([, env]) => env?.MONGO_DB)
+  if (new Set(databases).size !== databases.length) {
+    problems.push(
+      `${c.where}: services share a MongoDB database (${databases.join(', ')}); each owns its data`,
+    )
+  }
   const gateway = envOf('gateway')
   const identity = envOf('identity')
   for (const key of ['JWT_ISSUER', 'JWT_AUDIENCE']) {

@@ -322,6 +322,16 @@ describe('the checks catch', () => {
     expect(checkSharedSettings(c)).toEqual([expect.stringMatching(/JWT_ISSUER differs/)])
   })
 
+  it('apps on different NATS servers, or sharing a database', () => {
+    const c = broken(
+      ['ConfigMap', 'render-config', [{ op: 'replace', path: '/data/NATS_URL', value: 'nats://other:4222' }]],
+      ['ConfigMap', 'webhooks-config', [{ op: 'replace', path: '/data/MONGO_DB', value: 'pm_prompts' }]],
+    )
+    const problems = checkSharedSettings(c).join('\n')
+    expect(problems).toMatch(/the apps are not on one NATS/)
+    expect(problems).toMatch(/services share a MongoDB database/)
+  })
+
   it('a namespace that does not enforce the restricted profile', () => {
     const c = broken([
       'Namespace',
