@@ -19,7 +19,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { buildApp, loadWebhooksConfig } from '../src/app.ts'
 import { verifyServiceSignature } from '../src/domain/signature.ts'
 import type { HostLookup } from '../src/domain/ssrf.ts'
-import { Receiver } from './receiver.ts'
+import { WebhookReceiver as Receiver } from '@pm/testkit'
 
 const SECRET = randomBytes(32).toString('hex')
 

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { DatabaseSync } from 'node:sqlite'
+import { DatabaseSync, type SQLInputValue } from 'node:sqlite'
 
 /**
  * Opens a SQLite database (node:sqlite, built into Node 24: no native addon to build)
@@ -32,4 +32,19 @@ export function transaction<T>(db: DatabaseSync, fn: () => T): T {
 /** True for a SQLite UNIQUE constraint failure. */
 export function isUniqueViolation(err: unknown): boolean {
   return err instanceof Error && /UNIQUE constraint failed/.test(err.message)
+}
+
+/** A row as node:sqlite returns it. */
+export type SqliteRow = Record<string, SQLInputValue>
+
+/** Column readers for row mappers. */
+export const text = (v: unknown): string => String(v)
+export const textOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+
+export function queryOne(db: DatabaseSync, sql: string, ...params: SQLInputValue[]): SqliteRow | undefined {
+  return db.prepare(sql).get(...params) as SqliteRow | undefined
+}
+
+export function queryAll(db: DatabaseSync, sql: string, ...params: SQLInputValue[]): SqliteRow[] {
+  return db.prepare(sql).all(...params) as SqliteRow[]
 }

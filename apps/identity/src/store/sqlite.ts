@@ -1,5 +1,14 @@
 import type { DatabaseSync } from 'node:sqlite'
-import { isUniqueViolation, openSqlite, transaction } from '@pm/kit'
+import {
+  isUniqueViolation,
+  openSqlite,
+  transaction,
+  queryAll,
+  queryOne,
+  type SqliteRow,
+  text,
+  textOrNull,
+} from '@pm/kit'
 import {
   type ApiKeyRecord,
   DuplicateError,
@@ -41,10 +50,10 @@ const SCHEMA = [
     created_at TEXT NOT NULL)`,
 ]
 
-type Row = Record<string, string | number | null>
+type Row = SqliteRow
 
-const str = (v: unknown): string => String(v)
-const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+const str = text
+const strOrNull = textOrNull
 
 function toUser(r: Row): UserRecord {
   return {
@@ -138,12 +147,12 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async findUserByEmail(email: string): Promise<UserRecord | null> {
-    const r = this.one('SELECT * FROM users WHERE email = ?', email)
+    const r = queryOne(this.db, 'SELECT * FROM users WHERE email = ?', email)
     return r ? toUser(r) : null
   }
 
   async findUserById(id: string): Promise<UserRecord | null> {
-    const r = this.one('SELECT * FROM users WHERE id = ?', id)
+    const r = queryOne(this.db, 'SELECT * FROM users WHERE id = ?', id)
     return r ? toUser(r) : null
   }
 
@@ -168,17 +177,18 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async getOrganization(id: string): Promise<OrganizationRecord | null> {
-    const r = this.one('SELECT * FROM organizations WHERE id = ?', id)
+    const r = queryOne(this.db, 'SELECT * FROM organizations WHERE id = ?', id)
     return r ? toOrg(r) : null
   }
 
   async findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null> {
-    const r = this.one('SELECT * FROM organizations WHERE slug = ?', slug)
+    const r = queryOne(this.db, 'SELECT * FROM organizations WHERE slug = ?', slug)
     return r ? toOrg(r) : null
   }
 
   async listOrganizationsForUser(userId: string): Promise<OrganizationRecord[]> {
-    return this.all(
+    return queryAll(
+      this.db,
       `SELECT o.* FROM organizations o JOIN memberships m ON m.organization_id = o.id
        WHERE m.user_id = ? AND m.status = 'ACTIVE' ORDER BY o.created_at, o.id`,
       userId,
@@ -186,7 +196,8 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null> {
-    const r = this.one(
+    const r = queryOne(
+      this.db,
       'SELECT * FROM memberships WHERE organization_id = ? AND user_id = ?',
       organizationId,
       userId,
@@ -195,7 +206,7 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async isSlugTaken(slug: string): Promise<boolean> {
-    return this.one('SELECT 1 AS x FROM organizations WHERE slug = ?', slug) !== undefined
+    return queryOne(this.db, 'SELECT 1 AS x FROM organizations WHERE slug = ?', slug) !== undefined
   }
 
   async updateOrganization(
@@ -209,11 +220,16 @@ export class SqliteIdentityStore implements IdentityStore {
 
   async findUsersByIds(ids: string[]): Promise<UserRecord[]> {
     if (ids.length === 0) return []
-    return this.all(`SELECT * FROM users WHERE id IN (${ids.map(() => '?').join(', ')})`, ...ids).map(toUser)
+    return queryAll(
+      this.db,
+      `SELECT * FROM users WHERE id IN (${ids.map(() => '?').join(', ')})`,
+      ...ids,
+    ).map(toUser)
   }
 
   async listMemberships(organizationId: string): Promise<MembershipRecord[]> {
-    return this.all(
+    return queryAll(
+      this.db,
       'SELECT * FROM memberships WHERE organization_id = ? ORDER BY created_at, user_id',
       organizationId,
     ).map(toMembership)
@@ -239,7 +255,8 @@ export class SqliteIdentityStore implements IdentityStore {
   ): Promise<MembershipChangeResult> {
     // BEGIN IMMEDIATE serialises writers, so two owners demoting each other cannot both pass.
     return transaction(this.db, (): MembershipChangeResult => {
-      const row = this.one(
+      const row = queryOne(
+        this.db,
         'SELECT * FROM memberships WHERE organization_id = ? AND user_id = ?',
         organizationId,
         userId,
@@ -250,7 +267,8 @@ export class SqliteIdentityStore implements IdentityStore {
       const wasOwner = current.role === 'OWNER' && current.status === 'ACTIVE'
       const staysOwner = next !== null && next.role === 'OWNER' && next.status === 'ACTIVE'
       if (wasOwner && !staysOwner) {
-        const others = this.one(
+        const others = queryOne(
+          this.db,
           `SELECT COUNT(*) AS n FROM memberships
            WHERE organization_id = ? AND user_id != ? AND role = 'OWNER' AND status = 'ACTIVE'`,
           organizationId,
@@ -294,12 +312,13 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async findApiKeyByHash(hash: string): Promise<ApiKeyRecord | null> {
-    const r = this.one('SELECT * FROM api_keys WHERE hash = ?', hash)
+    const r = queryOne(this.db, 'SELECT * FROM api_keys WHERE hash = ?', hash)
     return r ? toKey(r) : null
   }
 
   async listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
-    return this.all(
+    return queryAll(
+      this.db,
       'SELECT * FROM api_keys WHERE organization_id = ? ORDER BY created_at, id',
       organizationId,
     ).map(toKey)
@@ -311,7 +330,12 @@ export class SqliteIdentityStore implements IdentityStore {
         'UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL',
       )
       .run(at, keyId, organizationId)
-    const r = this.one('SELECT * FROM api_keys WHERE id = ? AND organization_id = ?', keyId, organizationId)
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM api_keys WHERE id = ? AND organization_id = ?',
+      keyId,
+      organizationId,
+    )
     return r ? toKey(r) : null
   }
 
@@ -345,7 +369,7 @@ export class SqliteIdentityStore implements IdentityStore {
     at: string,
   ): Promise<{ token: RefreshTokenRecord; used: boolean } | null> {
     return transaction(this.db, () => {
-      const row = this.one('SELECT * FROM refresh_tokens WHERE hash = ?', hash)
+      const row = queryOne(this.db, 'SELECT * FROM refresh_tokens WHERE hash = ?', hash)
       if (!row) return null
       const token = toRefreshToken(row)
       if (token.usedAt !== null || token.revokedAt !== null) return { token, used: false }
@@ -355,7 +379,7 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async findRefreshToken(hash: string): Promise<RefreshTokenRecord | null> {
-    const r = this.one('SELECT * FROM refresh_tokens WHERE hash = ?', hash)
+    const r = queryOne(this.db, 'SELECT * FROM refresh_tokens WHERE hash = ?', hash)
     return r ? toRefreshToken(r) : null
   }
 
@@ -366,17 +390,20 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async latestSigningKey(): Promise<SigningKeyRecord | null> {
-    const r = this.one('SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1')
+    const r = queryOne(this.db, 'SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1')
     return r ? toSigningKey(r) : null
   }
 
   async listSigningKeys(): Promise<SigningKeyRecord[]> {
-    return this.all('SELECT * FROM signing_keys ORDER BY created_at DESC').map(toSigningKey)
+    return queryAll(this.db, 'SELECT * FROM signing_keys ORDER BY created_at DESC').map(toSigningKey)
   }
 
   async ensureSigningKey(key: SigningKeyRecord): Promise<SigningKeyRecord> {
     return transaction(this.db, () => {
-      const existing = this.one('SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1')
+      const existing = queryOne(
+        this.db,
+        'SELECT * FROM signing_keys ORDER BY created_at DESC, kid DESC LIMIT 1',
+      )
       if (existing) return toSigningKey(existing)
       this.db
         .prepare(
@@ -388,7 +415,7 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async check(): Promise<void> {
-    this.one('SELECT 1 AS ok')
+    queryOne(this.db, 'SELECT 1 AS ok')
   }
 
   async close(): Promise<void> {

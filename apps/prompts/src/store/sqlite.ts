@@ -1,5 +1,5 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
-import { isUniqueViolation, openSqlite, transaction } from '@pm/kit'
+import { isUniqueViolation, openSqlite, transaction, queryAll, queryOne, type SqliteRow, text } from '@pm/kit'
 import type { EnvironmentName, Pin } from '@pm/contracts'
 import {
   DuplicateSlugError,
@@ -38,8 +38,8 @@ const SCHEMA = [
     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT)`,
 ]
 
-type Row = Record<string, SQLInputValue>
-const s = (v: unknown): string => String(v)
+type Row = SqliteRow
+const s = text
 
 function toPrompt(r: Row): PromptRecord {
   return {
@@ -113,13 +113,6 @@ export class SqlitePromptStore implements PromptStore {
     this.db = openSqlite(file, SCHEMA)
   }
 
-  private one(sql: string, ...params: SQLInputValue[]): Row | undefined {
-    return this.db.prepare(sql).get(...params) as Row | undefined
-  }
-  private all(sql: string, ...params: SQLInputValue[]): Row[] {
-    return this.db.prepare(sql).all(...params) as Row[]
-  }
-
   private insertPrompt(p: PromptRecord): void {
     this.db
       .prepare(
@@ -185,19 +178,28 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async getPrompt(organizationId: string, id: string): Promise<PromptRecord | null> {
-    const r = this.one('SELECT * FROM prompts WHERE id = ? AND organization_id = ?', id, organizationId)
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
+      id,
+      organizationId,
+    )
     return r ? toPrompt(r) : null
   }
 
   async getPromptById(id: string): Promise<PromptRecord | null> {
-    const r = this.one('SELECT * FROM prompts WHERE id = ?', id)
+    const r = queryOne(this.db, 'SELECT * FROM prompts WHERE id = ?', id)
     return r ? toPrompt(r) : null
   }
 
   async isSlugTaken(organizationId: string, slug: string): Promise<boolean> {
     return (
-      this.one('SELECT 1 AS x FROM prompts WHERE organization_id = ? AND slug = ?', organizationId, slug) !==
-      undefined
+      queryOne(
+        this.db,
+        'SELECT 1 AS x FROM prompts WHERE organization_id = ? AND slug = ?',
+        organizationId,
+        slug,
+      ) !== undefined
     )
   }
 
@@ -218,8 +220,11 @@ export class SqlitePromptStore implements PromptStore {
     if (filter.visibility === 'public') where.push('is_public = 1')
     if (filter.visibility === 'private') where.push('is_public = 0')
     const clause = where.join(' AND ')
-    const total = Number(this.one(`SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0)
-    const rows = this.all(
+    const total = Number(
+      queryOne(this.db, `SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0,
+    )
+    const rows = queryAll(
+      this.db,
       `SELECT * FROM prompts WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
       ...params,
       page.limit,
@@ -229,7 +234,8 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async summary(organizationId: string): Promise<{ total: number; public: number; published: number }> {
-    const r = this.one(
+    const r = queryOne(
+      this.db,
       `SELECT COUNT(*) AS total, COALESCE(SUM(is_public), 0) AS public,
        COALESCE(SUM(CASE WHEN current_version_id IS NOT NULL THEN 1 ELSE 0 END), 0) AS published
        FROM prompts WHERE organization_id = ?`,
@@ -254,8 +260,11 @@ export class SqlitePromptStore implements PromptStore {
       params.push(like, like)
     }
     const clause = where.join(' AND ')
-    const total = Number(this.one(`SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0)
-    const rows = this.all(
+    const total = Number(
+      queryOne(this.db, `SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0,
+    )
+    const rows = queryAll(
+      this.db,
       `SELECT * FROM prompts WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
       ...params,
       page.limit,
@@ -334,7 +343,8 @@ export class SqlitePromptStore implements PromptStore {
     // BEGIN IMMEDIATE takes the write lock first, so concurrent publishes are serialised
     // and each reads the count the previous one wrote.
     return transaction(this.db, () => {
-      const r = this.one(
+      const r = queryOne(
+        this.db,
         'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
         promptId,
         organizationId,
@@ -366,30 +376,41 @@ export class SqlitePromptStore implements PromptStore {
 
   async listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]> {
     const by = order === 'version' ? 'version DESC' : 'published_at DESC, version DESC'
-    return this.all(`SELECT * FROM versions WHERE prompt_id = ? ORDER BY ${by}`, promptId).map(toVersion)
+    return queryAll(this.db, `SELECT * FROM versions WHERE prompt_id = ? ORDER BY ${by}`, promptId).map(
+      toVersion,
+    )
   }
 
   async getVersion(promptId: string, versionId: string): Promise<VersionRecord | null> {
-    const r = this.one('SELECT * FROM versions WHERE id = ? AND prompt_id = ?', versionId, promptId)
+    const r = queryOne(this.db, 'SELECT * FROM versions WHERE id = ? AND prompt_id = ?', versionId, promptId)
     return r ? toVersion(r) : null
   }
 
   async getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null> {
-    const r = this.one('SELECT * FROM versions WHERE prompt_id = ? AND version = ?', promptId, version)
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM versions WHERE prompt_id = ? AND version = ?',
+      promptId,
+      version,
+    )
     return r ? toVersion(r) : null
   }
 
   async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {
     if (ids.length === 0) return []
-    return this.all(`SELECT * FROM versions WHERE id IN (${ids.map(() => '?').join(', ')})`, ...ids).map(
-      toVersion,
-    )
+    return queryAll(
+      this.db,
+      `SELECT * FROM versions WHERE id IN (${ids.map(() => '?').join(', ')})`,
+      ...ids,
+    ).map(toVersion)
   }
 
   async pendingOutbox(limit: number): Promise<OutboxRecord[]> {
-    return this.all('SELECT * FROM outbox WHERE sent_at IS NULL ORDER BY created_at, id LIMIT ?', limit).map(
-      toOutbox,
-    )
+    return queryAll(
+      this.db,
+      'SELECT * FROM outbox WHERE sent_at IS NULL ORDER BY created_at, id LIMIT ?',
+      limit,
+    ).map(toOutbox)
   }
 
   async markOutboxSent(id: string, at: string): Promise<void> {
@@ -423,7 +444,8 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
-    const r = this.one(
+    const r = queryOne(
+      this.db,
       'SELECT * FROM import_batches WHERE id = ? AND organization_id = ?',
       id,
       organizationId,
@@ -452,7 +474,7 @@ export class SqlitePromptStore implements PromptStore {
     }
     transaction(this.db, () => {
       if (u.appendErrors && u.appendErrors.length > 0) {
-        const r = this.one('SELECT errors FROM import_batches WHERE id = ?', id)
+        const r = queryOne(this.db, 'SELECT errors FROM import_batches WHERE id = ?', id)
         const errors = r ? (JSON.parse(s(r.errors)) as ImportBatchRecord['errors']) : []
         sets.push('errors = ?')
         params.push(JSON.stringify([...errors, ...u.appendErrors]))
@@ -462,7 +484,7 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async check(): Promise<void> {
-    this.one('SELECT 1 AS ok')
+    queryOne(this.db, 'SELECT 1 AS ok')
   }
 
   async close(): Promise<void> {

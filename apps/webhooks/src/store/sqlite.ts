@@ -1,6 +1,6 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import type { DeliveryStatus } from '@pm/contracts'
-import { openSqlite, transaction } from '@pm/kit'
+import { openSqlite, transaction, queryAll, queryOne, type SqliteRow, text, textOrNull } from '@pm/kit'
 import type {
   AttemptRecord,
   DeliveryOutcome,
@@ -35,9 +35,9 @@ const SCHEMA = [
   'CREATE INDEX IF NOT EXISTS attempts_sub ON attempts(subscription_id)',
 ]
 
-type Row = Record<string, SQLInputValue>
-const s = (v: unknown): string => String(v)
-const sOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+type Row = SqliteRow
+const s = text
+const sOrNull = textOrNull
 const nOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 
 function toSubscription(r: Row): SubscriptionRecord {
@@ -109,12 +109,6 @@ export class SqliteWebhookStore implements WebhookStore {
     this.db = openSqlite(file, SCHEMA)
   }
 
-  private one(sql: string, ...params: SQLInputValue[]): Row | undefined {
-    return this.db.prepare(sql).get(...params) as Row | undefined
-  }
-  private all(sql: string, ...params: SQLInputValue[]): Row[] {
-    return this.db.prepare(sql).all(...params) as Row[]
-  }
   private run(sql: string, ...params: SQLInputValue[]): number {
     return Number(this.db.prepare(sql).run(...params).changes)
   }
@@ -137,17 +131,23 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null> {
-    const r = this.one('SELECT * FROM subscriptions WHERE id = ? AND organization_id = ?', id, organizationId)
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM subscriptions WHERE id = ? AND organization_id = ?',
+      id,
+      organizationId,
+    )
     return r ? toSubscription(r) : null
   }
 
   async getSubscriptionById(id: string): Promise<SubscriptionRecord | null> {
-    const r = this.one('SELECT * FROM subscriptions WHERE id = ?', id)
+    const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
     return r ? toSubscription(r) : null
   }
 
   async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
-    return this.all(
+    return queryAll(
+      this.db,
       'SELECT * FROM subscriptions WHERE organization_id = ? ORDER BY created_at, id',
       organizationId,
     ).map(toSubscription)
@@ -155,12 +155,14 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async countSubscriptions(organizationId: string): Promise<number> {
     return Number(
-      this.one('SELECT COUNT(*) AS n FROM subscriptions WHERE organization_id = ?', organizationId)?.n ?? 0,
+      queryOne(this.db, 'SELECT COUNT(*) AS n FROM subscriptions WHERE organization_id = ?', organizationId)
+        ?.n ?? 0,
     )
   }
 
   async subscriptionsFor(organizationId: string, eventType: string): Promise<SubscriptionRecord[]> {
-    return this.all(
+    return queryAll(
+      this.db,
       `SELECT * FROM subscriptions WHERE organization_id = ? AND active = 1
        AND EXISTS (SELECT 1 FROM json_each(subscriptions.events) WHERE value = ?) ORDER BY created_at, id`,
       organizationId,
@@ -190,7 +192,7 @@ export class SqliteWebhookStore implements WebhookStore {
         organizationId,
       )
       if (changed === 0) return null
-      const r = this.one('SELECT * FROM subscriptions WHERE id = ?', id)
+      const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
       return r ? toSubscription(r) : null
     })
   }
@@ -251,7 +253,8 @@ export class SqliteWebhookStore implements WebhookStore {
     subscriptionId: string,
     id: string,
   ): Promise<DeliveryRecord | null> {
-    const r = this.one(
+    const r = queryOne(
+      this.db,
       'SELECT * FROM deliveries WHERE id = ? AND organization_id = ? AND subscription_id = ?',
       id,
       organizationId,
@@ -273,8 +276,11 @@ export class SqliteWebhookStore implements WebhookStore {
       params.push(status)
     }
     const clause = where.join(' AND ')
-    const total = Number(this.one(`SELECT COUNT(*) AS n FROM deliveries WHERE ${clause}`, ...params)?.n ?? 0)
-    const rows = this.all(
+    const total = Number(
+      queryOne(this.db, `SELECT COUNT(*) AS n FROM deliveries WHERE ${clause}`, ...params)?.n ?? 0,
+    )
+    const rows = queryAll(
+      this.db,
       `SELECT * FROM deliveries WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
       ...params,
       page.limit,
@@ -285,7 +291,8 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async listAttempts(deliveryIds: string[]): Promise<AttemptRecord[]> {
     if (deliveryIds.length === 0) return []
-    return this.all(
+    return queryAll(
+      this.db,
       `SELECT * FROM attempts WHERE delivery_id IN (${deliveryIds.map(() => '?').join(', ')})
        ORDER BY delivery_id, number, attempted_at`,
       ...deliveryIds,
@@ -294,7 +301,8 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]> {
     return transaction(this.db, () => {
-      const ids = this.all(
+      const ids = queryAll(
+        this.db,
         `SELECT id FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= ?
          AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at, id LIMIT ?`,
         now,
@@ -309,7 +317,8 @@ export class SqliteWebhookStore implements WebhookStore {
         leaseUntil,
         ...ids,
       )
-      return this.all(
+      return queryAll(
+        this.db,
         `SELECT * FROM deliveries WHERE id IN (${marks}) ORDER BY next_attempt_at, id`,
         ...ids,
       ).map(toDelivery)
@@ -317,7 +326,8 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async nextDueAt(): Promise<string | null> {
-    const r = this.one(
+    const r = queryOne(
+      this.db,
       "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE status = 'PENDING' AND next_attempt_at IS NOT NULL",
     )
     return sOrNull(r?.at)
@@ -371,7 +381,8 @@ export class SqliteWebhookStore implements WebhookStore {
     now: string,
   ): Promise<DeliveryRecord | 'leased' | null> {
     return transaction(this.db, () => {
-      const r = this.one(
+      const r = queryOne(
+        this.db,
         'SELECT * FROM deliveries WHERE id = ? AND organization_id = ? AND subscription_id = ?',
         id,
         organizationId,
@@ -387,7 +398,7 @@ export class SqliteWebhookStore implements WebhookStore {
         now,
         id,
       )
-      const after = this.one('SELECT * FROM deliveries WHERE id = ?', id)
+      const after = queryOne(this.db, 'SELECT * FROM deliveries WHERE id = ?', id)
       return after ? toDelivery(after) : null
     })
   }
@@ -404,7 +415,7 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async check(): Promise<void> {
-    this.one('SELECT 1 AS ok')
+    queryOne(this.db, 'SELECT 1 AS ok')
   }
 
   async close(): Promise<void> {

@@ -1,18 +1,20 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
-export interface ReceivedRequest {
+export interface ReceivedWebhook {
   path: string
   headers: IncomingHttpHeaders
+  /** The raw body, as the signatures cover it. */
   body: string
+  receivedAt: number
 }
 
 /**
- * A real HTTP receiver on 127.0.0.1 for the tests: records every request, and answers each
- * path from a script of statuses (then 200 once the script is used up).
+ * A real HTTP receiver for webhook deliveries, on 127.0.0.1: records every request and
+ * answers each path from a script of statuses (200 once the script is used up).
  */
-export class Receiver {
-  readonly requests: ReceivedRequest[] = []
+export class WebhookReceiver {
+  readonly requests: ReceivedWebhook[] = []
   readonly base: string
   private readonly server: Server
   private readonly scripts = new Map<string, number[]>()
@@ -22,21 +24,26 @@ export class Receiver {
     this.base = base
   }
 
-  static async start(): Promise<Receiver> {
-    let receiver: Receiver | undefined
+  static async start(): Promise<WebhookReceiver> {
+    let receiver: WebhookReceiver | undefined
     const server = createServer((req, res) => {
       const chunks: Buffer[] = []
       req.on('data', (c: Buffer) => chunks.push(c))
       req.on('end', () => {
         const path = req.url ?? '/'
-        receiver?.requests.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') })
+        receiver?.requests.push({
+          path,
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          receivedAt: Date.now(),
+        })
         const status = receiver?.scripts.get(path)?.shift() ?? 200
         res.writeHead(status, { 'content-type': 'text/plain' }).end(`answered ${status}`)
       })
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const { port } = server.address() as AddressInfo
-    receiver = new Receiver(server, `http://127.0.0.1:${port}`)
+    receiver = new WebhookReceiver(server, `http://127.0.0.1:${port}`)
     return receiver
   }
 
@@ -45,7 +52,7 @@ export class Receiver {
     this.scripts.set(path, [...statuses])
   }
 
-  to(path: string): ReceivedRequest[] {
+  to(path: string): ReceivedWebhook[] {
     return this.requests.filter((r) => r.path === path)
   }
 
