@@ -4,6 +4,7 @@ import { ErrorBody, FieldError } from './errors.ts'
 import { VersionPublishedEvent } from './events.ts'
 import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
+import { API_SCHEMAS } from './api/index.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -52,4 +53,5 @@ export const ALL_SCHEMAS: TSchema[] = [
   prompts.ResolvedPrompt,
   prompts.DraftPrompt,
   VersionPublishedEvent,
+  ...API_SCHEMAS,
 ]
