@@ -1,0 +1,44 @@
+import type { OpenApiDocument } from '@pm/openapi'
+import { createResponseValidator, type SeenResponse } from '@pm/openapi/validate'
+
+/**
+ * Records every response the test process receives from `base` (by wrapping the global
+ * fetch), so a suite can check afterwards that each one is what the OpenAPI document says.
+ * Usage: `const rec = recordResponses(stack.gateway)` in beforeAll, `rec.stop()` in afterAll,
+ * and `expectDocumented(doc, rec.seen)` after the traffic.
+ */
+export function recordResponses(base: string): { seen: SeenResponse[]; stop(): void } {
+  const original = globalThis.fetch
+  const seen: SeenResponse[] = []
+  const wrapped: typeof fetch = async (input, init) => {
+    const res = await original(input, init)
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url
+    if (!url.startsWith(base)) return res
+    const method = init?.method ?? (input instanceof Request ? input.method : 'GET')
+    const text = await res.clone().text()
+    let body: unknown = text === '' ? null : text
+    try {
+      body = text ? JSON.parse(text) : null
+    } catch {
+      // not JSON: the text is what gets checked
+    }
+    seen.push({ method, url, status: res.status, contentType: res.headers.get('content-type'), body })
+    return res
+  }
+  globalThis.fetch = wrapped
+  return {
+    seen,
+    stop: () => {
+      if (globalThis.fetch === wrapped) globalThis.fetch = original
+    },
+  }
+}
+
+/** Each recorded response checked against the document: the failures, one line each. */
+export function undocumentedResponses(doc: OpenApiDocument, seen: SeenResponse[]): string[] {
+  const validator = createResponseValidator(doc)
+  return seen.flatMap((s) => {
+    const outcome = validator.validate(s)
+    return outcome.ok ? [] : [outcome.message]
+  })
+}
