@@ -1,18 +1,18 @@
 import { defineConfig } from 'vitest/config'
 
+const integration = process.env.VITEST_INT === '1'
+
 // Shared by every package's vitest.config.ts. Workspace packages export their TypeScript
 // sources under the "source" condition; tests resolve them directly, without a build.
+// Each run also writes a JSON report that scripts/test-summary.mjs adds up.
 export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    exclude: [
-      '**/node_modules/**',
-      '**/dist/**',
-      process.env.VITEST_INT === '1' ? '' : '**/*.int.test.ts',
-    ].filter(Boolean),
+    exclude: ['**/node_modules/**', '**/dist/**', ...(integration ? [] : ['**/*.int.test.ts'])],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    reporters: ['default', ['json', { outputFile: `.test-results/${integration ? 'int' : 'unit'}.json` }]],
   },
 })

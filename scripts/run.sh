@@ -22,8 +22,10 @@ case "$task" in
   test)
     # Unit tests, type checks and lint of every package, then the tests that use real
     # servers and processes (NATS_URL / REDIS_URL, or testcontainers), one package at a time.
-    pnpm turbo run typecheck lint test --output-logs=errors-only
+    find . -path ./node_modules -prune -o -type d -name .test-results -prune -exec rm -rf {} + 2>/dev/null || true
+    pnpm turbo run typecheck lint test --output-logs=new-only
     pnpm turbo run test:int --concurrency=1 --output-logs=full
+    node scripts/test-summary.mjs
     ;;
   bench-invoke)
     exec "${NODE_RUN[@]}" bench/src/invoke.ts "$@"

@@ -42,3 +42,35 @@ export function undocumentedResponses(doc: OpenApiDocument, seen: SeenResponse[]
     return outcome.ok ? [] : [outcome.message]
   })
 }
+
+export interface ResponseAudit {
+  /** Every response recorded so far. */
+  seen: SeenResponse[]
+  /** Fetches the document from the gateway and lists the recorded responses it does not describe. */
+  problems(): Promise<string[]>
+  stop(): void
+}
+
+/**
+ * For a whole suite: start in beforeAll (after the stack is up), stop in afterAll, and assert
+ * `await audit.problems()` is empty in the suite's last test. A 404 for a path the document
+ * does not list is the gateway's "no such route" and is left out (suites probe internal paths).
+ */
+export function auditResponses(base: string): ResponseAudit {
+  const rec = recordResponses(base)
+  return {
+    seen: rec.seen,
+    stop: rec.stop,
+    async problems() {
+      const res = await fetch(`${base}/api/v1/openapi.json`)
+      if (res.status !== 200) return [`GET /api/v1/openapi.json answered ${res.status}`]
+      const doc = (await res.json()) as OpenApiDocument
+      const validator = createResponseValidator(doc)
+      return rec.seen.flatMap((s) => {
+        if (s.status === 404 && !validator.templateFor(s.method, s.url)) return []
+        const outcome = validator.validate(s)
+        return outcome.ok ? [] : [outcome.message]
+      })
+    },
+  }
+}

@@ -8,6 +8,7 @@ import {
   type CallerContext,
   CONTEXT_HEADER,
   INTERNAL_HEADER_PREFIX,
+  type MembershipChangedEvent,
   SUBJECTS,
 } from '@pm/contracts'
 import { createBus, type EventBus } from '@pm/bus'
@@ -38,6 +39,8 @@ declare module 'fastify' {
     /** The JSON body, when the gateway had to read it (organizationId, email, fork target). */
     peekedBody: Record<string, unknown> | null
     peekedLength: number | null
+    /** The email whose failed-login budget this request consumed (refunded on success). */
+    loginEmail: string | null
   }
 }
 
@@ -89,7 +92,12 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
 
   const bus = opts.bus ?? (await createBus(config.NATS_URL, 'gateway'))
   const redis = config.REDIS_URL
-    ? new Redis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
+    ? new Redis(config.REDIS_URL, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        lazyConnect: false,
+        connectionName: 'pm-gateway',
+      })
     : undefined
   redis?.on('error', () => {}) // the insurance limiter covers outages; ioredis keeps reconnecting
   const limits = new RateLimits(redis)
@@ -102,6 +110,10 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     membershipCacheTtlMs: config.MEMBERSHIP_CACHE_TTL_MS,
   })
   bus.onBroadcast(SUBJECTS.apiKeyRevoked, (data) => auth.revoked((data as ApiKeyRevokedEvent).hash))
+  bus.onBroadcast(SUBJECTS.membershipChanged, (data) => {
+    const { organizationId, userId } = data as MembershipChangedEvent
+    auth.membershipChanged(organizationId, userId)
+  })
 
   const renderUrls = config.RENDER_URLS.split(',').map((u) => u.trim())
   let renderTurn = 0
@@ -142,6 +154,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   app.decorateRequest('limitOutcome', null)
   app.decorateRequest('peekedBody', null)
   app.decorateRequest('peekedLength', null)
+  app.decorateRequest('loginEmail', null)
 
   const limit = async (
     request: FastifyRequest,
@@ -217,6 +230,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
           config.RATE_LIMIT_LOGIN_IP_POINTS,
           config.RATE_LIMIT_LOGIN_DURATION_S,
         )
+        // Per email, only failures count: a point is taken now (atomic, so parallel guesses
+        // cannot slip past the limit) and given back when the login succeeds.
         const email = bodyField(request, 'email')?.trim().toLowerCase()
         if (email) {
           await limit(
@@ -226,6 +241,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
             config.RATE_LIMIT_LOGIN_EMAIL_POINTS,
             config.RATE_LIMIT_LOGIN_DURATION_S,
           )
+          request.loginEmail = email
         }
       } else if (policy.limit === 'public') {
         await limit(
@@ -304,6 +320,19 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     request.contextToken = signContext(caller, config.INTERNAL_AUTH_SECRET)
     // Headers set before the proxy runs survive: reply-from adds the upstream's to them.
     if (request.limitOutcome) reply.headers(rateLimitHeaders(request.limitOutcome))
+  })
+
+  app.addHook('onResponse', async (request, reply) => {
+    if (request.loginEmail && reply.statusCode < 400) {
+      await limits
+        .reward(
+          'login-email',
+          request.loginEmail,
+          config.RATE_LIMIT_LOGIN_EMAIL_POINTS,
+          config.RATE_LIMIT_LOGIN_DURATION_S,
+        )
+        .catch((err: unknown) => request.log.warn({ err }, 'could not refund a login attempt'))
+    }
   })
 
   const proxyOptions: FastifyHttpProxyOptions = {

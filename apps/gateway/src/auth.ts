@@ -113,6 +113,11 @@ export class Authenticator {
     return m !== NOT_FOUND && m.status === 'ACTIVE' ? m.role : null
   }
 
+  /** Called when identity changes or ends a membership: the next request asks again. */
+  membershipChanged(organizationId: string, userId: string): void {
+    this.memberships.delete(`${organizationId}:${userId}`)
+  }
+
   /** Called when any replica revokes a key. */
   revoked(hash: string): void {
     this.revokedHashes.set(hash, true)

@@ -41,11 +41,18 @@ export class RateLimits {
             points,
             duration,
             insuranceLimiter: memory,
+            // While Redis is down, go to the insurance limiter at once instead of waiting.
+            rejectIfRedisNotReady: true,
           })
         : memory
       this.limiters.set(id, limiter)
     }
     return limiter
+  }
+
+  /** Gives one point back. */
+  async reward(name: string, key: string, points: number, duration: number): Promise<void> {
+    await this.limiter(name, points, duration).reward(key, 1)
   }
 
   /** Consumes one point; throws RATE_LIMITED (with the outcome in details) when over. */

@@ -1,22 +1,23 @@
-import { join } from 'node:path'
-import { type ApiKeyRevokedEvent, SUBJECTS } from '@pm/contracts'
+import { type ApiKeyRevokedEvent, type MembershipChangedEvent, SUBJECTS } from '@pm/contracts'
 import { createBus, type EventBus } from '@pm/bus'
-import { connectMongo, createService, type Service } from '@pm/kit'
+import { createService, type Service } from '@pm/kit'
 import type { IdentityConfig } from './config.ts'
 import { IdentityService } from './domain/identity.ts'
+import { Sessions } from './domain/sessions.ts'
 import { TokenIssuer } from './domain/tokens.ts'
 import { authRoutes } from './routes/auth.ts'
 import { internalRoutes } from './routes/internal.ts'
 import { organizationRoutes } from './routes/organizations.ts'
-import { MongoIdentityStore } from './store/mongo.ts'
-import { SqliteIdentityStore } from './store/sqlite.ts'
+import { openIdentityStore } from './store/open.ts'
 import type { ApiKeyRecord, IdentityStore } from './store/types.ts'
 
 export { loadIdentityConfig, IdentityConfigSchema, type IdentityConfig } from './config.ts'
 export type { IdentityStore } from './store/types.ts'
 export { SqliteIdentityStore } from './store/sqlite.ts'
 export { MongoIdentityStore } from './store/mongo.ts'
+export { openIdentityStore } from './store/open.ts'
 export { IdentityService } from './domain/identity.ts'
+export { Sessions } from './domain/sessions.ts'
 
 export interface IdentityAppOptions {
   config: IdentityConfig
@@ -31,19 +32,11 @@ export interface IdentityDeps {
   store: IdentityStore
   identity: IdentityService
   tokens: TokenIssuer
+  sessions: Sessions
+  /** Tells every gateway replica to drop the key now (its cache would keep it a while). */
   onRevoked(key: ApiKeyRecord): void
-}
-
-export async function openIdentityStore(config: IdentityConfig): Promise<IdentityStore> {
-  if (config.MONGO_URL) {
-    const store = new MongoIdentityStore(
-      await connectMongo(config.MONGO_URL),
-      config.MONGO_DB ?? 'pm_identity',
-    )
-    await store.init()
-    return store
-  }
-  return new SqliteIdentityStore(join(config.DATA_DIR, 'identity.db'))
+  /** Tells every gateway replica to drop its cached copy of this membership. */
+  onMembershipChanged(organizationId: string, userId: string): void
 }
 
 export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
@@ -57,6 +50,7 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
   })
   await tokens.init()
   const identity = new IdentityService(store)
+  const sessions = new Sessions(store, tokens, config.REFRESH_TOKEN_TTL_SECONDS)
 
   const app = createService({
     name: 'identity',
@@ -84,9 +78,14 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
     store,
     identity,
     tokens,
+    sessions,
     onRevoked: (key) => {
       const event: ApiKeyRevokedEvent = { keyId: key._id, hash: key.hash, organizationId: key.organizationId }
       bus.broadcast(SUBJECTS.apiKeyRevoked, event)
+    },
+    onMembershipChanged: (organizationId, userId) => {
+      const event: MembershipChangedEvent = { organizationId, userId }
+      bus.broadcast(SUBJECTS.membershipChanged, event)
     },
   }
   authRoutes(app, deps)

@@ -18,6 +18,17 @@ export const IdentityConfigSchema = Type.Object({
 })
 export type IdentityConfig = Static<typeof IdentityConfigSchema>
 
+/** What the CLI needs: the store, and the bus to announce a revocation to the gateways. */
+export const IdentityCliConfigSchema = Type.Object({
+  ...storeSettings,
+  ...busSettings,
+})
+export type IdentityCliConfig = Static<typeof IdentityCliConfigSchema>
+
+export function loadIdentityCliConfig(env?: Record<string, string | undefined>): IdentityCliConfig {
+  return loadConfig(IdentityCliConfigSchema, env)
+}
+
 export function loadIdentityConfig(env?: Record<string, string | undefined>): IdentityConfig {
   return loadConfig(IdentityConfigSchema, env)
 }

@@ -105,6 +105,119 @@ for (const backend of backends) {
       expect((await s.findApiKeyByHash(k.hash))?.lastUsedAt).toBe('2026-02-02T00:00:00.000Z')
     })
 
+    it('renames organizations and finds them by slug', async () => {
+      const s = await open()
+      const org = { _id: newId(), name: 'Acme', slug: 'acme-x', createdAt: now(), updatedAt: now() }
+      await s.createOrganization(org, {
+        organizationId: org._id,
+        userId: newId(),
+        role: 'OWNER',
+        status: 'ACTIVE',
+        createdAt: now(),
+      })
+      expect(await s.findOrganizationBySlug('acme-x')).toEqual(org)
+      expect(await s.findOrganizationBySlug('nope')).toBeNull()
+      const renamed = await s.updateOrganization(org._id, { name: 'Acme 2' }, '2030-01-01T00:00:00.000Z')
+      expect(renamed).toEqual({ ...org, name: 'Acme 2', updatedAt: '2030-01-01T00:00:00.000Z' })
+      expect(await s.getOrganization(org._id)).toEqual(renamed)
+      expect(await s.updateOrganization(newId(), { name: 'x' }, now())).toBeNull()
+    })
+
+    it('adds, lists, changes and removes memberships, keeping one ACTIVE OWNER', async () => {
+      const s = await open()
+      const [a, b] = [user('ma@example.com'), user('mb@example.com')]
+      await s.createUser(a)
+      await s.createUser(b)
+      expect((await s.findUsersByIds([a._id, b._id, newId()])).map((u) => u._id).sort()).toEqual(
+        [a._id, b._id].sort(),
+      )
+      expect(await s.findUsersByIds([])).toEqual([])
+      const org = { _id: newId(), name: 'M', slug: 'm-org', createdAt: now(), updatedAt: now() }
+      await s.createOrganization(org, {
+        organizationId: org._id,
+        userId: a._id,
+        role: 'OWNER',
+        status: 'ACTIVE',
+        createdAt: '2020-01-01T00:00:00.000Z',
+      })
+      const mb = {
+        organizationId: org._id,
+        userId: b._id,
+        role: 'MEMBER' as const,
+        status: 'ACTIVE' as const,
+        createdAt: '2021-01-01T00:00:00.000Z',
+      }
+      await s.addMembership(mb)
+      await expect(s.addMembership(mb)).rejects.toBeInstanceOf(DuplicateError)
+      expect((await s.listMemberships(org._id)).map((m) => m.userId)).toEqual([a._id, b._id])
+
+      expect(await s.changeMembership(org._id, a._id, { role: 'ADMIN' })).toEqual({ outcome: 'last-owner' })
+      expect(await s.changeMembership(org._id, a._id, { status: 'SUSPENDED' })).toEqual({
+        outcome: 'last-owner',
+      })
+      expect(await s.changeMembership(org._id, a._id, 'remove')).toEqual({ outcome: 'last-owner' })
+      expect(await s.changeMembership(org._id, newId(), 'remove')).toEqual({ outcome: 'not-found' })
+
+      const suspended = await s.changeMembership(org._id, b._id, { status: 'SUSPENDED' })
+      expect(suspended).toEqual({ outcome: 'changed', membership: { ...mb, status: 'SUSPENDED' } })
+      expect((await s.listOrganizationsForUser(b._id)).map((o) => o._id)).toEqual([])
+      // A SUSPENDED OWNER is no OWNER: a still needs to stay.
+      await s.changeMembership(org._id, b._id, { role: 'OWNER' })
+      expect(await s.changeMembership(org._id, a._id, { role: 'MEMBER' })).toEqual({ outcome: 'last-owner' })
+      await s.changeMembership(org._id, b._id, { status: 'ACTIVE' })
+      expect(await s.changeMembership(org._id, a._id, { role: 'MEMBER' })).toMatchObject({
+        outcome: 'changed',
+      })
+      expect(await s.getMembership(org._id, a._id)).toMatchObject({ role: 'MEMBER', status: 'ACTIVE' })
+
+      expect(await s.changeMembership(org._id, a._id, 'remove')).toMatchObject({
+        outcome: 'removed',
+        membership: { userId: a._id, role: 'MEMBER' },
+      })
+      expect(await s.getMembership(org._id, a._id)).toBeNull()
+      expect((await s.listMemberships(org._id)).map((m) => m.userId)).toEqual([b._id])
+      // The organization document is unchanged by membership bookkeeping.
+      expect(await s.getOrganization(org._id)).toEqual(org)
+    })
+
+    it('uses a refresh token once and revokes its family', async () => {
+      const s = await open()
+      const familyId = newId()
+      const token = (hash: string) => ({
+        _id: newId(),
+        familyId,
+        userId: newId(),
+        organizationId: null,
+        hash,
+        createdAt: now(),
+        expiresAt: new Date(Date.now() + 60_000).toISOString(),
+        usedAt: null,
+        revokedAt: null,
+      })
+      const t1 = token('h1'.padEnd(64, '0'))
+      const t2 = token('h2'.padEnd(64, '0'))
+      await s.createRefreshToken(t1)
+      await s.createRefreshToken(t2)
+      expect(await s.findRefreshToken(t1.hash)).toEqual(t1)
+      expect(await s.useRefreshToken('nope', now())).toBeNull()
+
+      const [x, y] = await Promise.all([
+        s.useRefreshToken(t1.hash, '2030-01-01T00:00:00.000Z'),
+        s.useRefreshToken(t1.hash, '2030-01-02T00:00:00.000Z'),
+      ])
+      // Exactly one of two concurrent uses wins.
+      expect([x?.used, y?.used].sort()).toEqual([false, true])
+      const loser = x?.used ? y : x
+      expect(loser?.token.usedAt).toMatch(/^2030-01-0[12]/)
+
+      await s.revokeRefreshFamily(familyId, '2031-01-01T00:00:00.000Z')
+      expect((await s.findRefreshToken(t2.hash))?.revokedAt).toBe('2031-01-01T00:00:00.000Z')
+      const afterRevoke = await s.useRefreshToken(t2.hash, now())
+      expect(afterRevoke).toMatchObject({ used: false, token: { revokedAt: '2031-01-01T00:00:00.000Z' } })
+      await s.revokeRefreshFamily(familyId, '2032-01-01T00:00:00.000Z')
+      expect((await s.findRefreshToken(t2.hash))?.revokedAt).toBe('2031-01-01T00:00:00.000Z')
+    })
+
     it('keeps one signing key when two starts race', async () => {
       const s = await open()
       const mk = (kid: string) => ({

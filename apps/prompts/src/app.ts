@@ -2,10 +2,15 @@ import { join } from 'node:path'
 import { createBus, type EventBus } from '@pm/bus'
 import { connectMongo, createService, type Service } from '@pm/kit'
 import type { PromptsConfig } from './config.ts'
+import { Importer } from './domain/importer.ts'
 import { OutboxRelay } from './domain/outbox.ts'
 import { PromptsService } from './domain/prompts.ts'
+import { environmentRoutes } from './routes/environments.ts'
+import { forkRoutes } from './routes/fork.ts'
+import { importRoutes } from './routes/import.ts'
 import { internalRoutes } from './routes/internal.ts'
 import { promptRoutes } from './routes/prompts.ts'
+import { publicRoutes } from './routes/public.ts'
 import { versionRoutes } from './routes/versions.ts'
 import { MongoPromptStore } from './store/mongo.ts'
 import { SqlitePromptStore } from './store/sqlite.ts'
@@ -26,6 +31,7 @@ export interface PromptsAppOptions {
 export interface PromptsDeps {
   config: PromptsConfig
   service: PromptsService
+  importer: Importer
 }
 
 export async function openPromptStore(config: PromptsConfig): Promise<PromptStore> {
@@ -48,17 +54,32 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },
   })
-  const relay = new OutboxRelay(store, bus, app.log, config.OUTBOX_POLL_MS)
+  const relay = new OutboxRelay(store, bus, app.log, {
+    pollMs: config.OUTBOX_POLL_MS,
+    delayMs: config.OUTBOX_RELAY_DELAY_MS,
+    retainMs: config.OUTBOX_RETAIN_MS,
+  })
   const service = new PromptsService(store, bus, () => relay.kick())
-  const deps: PromptsDeps = { config, service }
+  const importer = new Importer(service, app.log, {
+    progressEvery: config.IMPORT_PROGRESS_EVERY,
+    staleMs: config.IMPORT_STALE_MS,
+  })
+  const deps: PromptsDeps = { config, service, importer }
 
   promptRoutes(app, deps)
   versionRoutes(app, deps)
+  environmentRoutes(app, deps)
+  forkRoutes(app, deps)
+  publicRoutes(app, deps)
+  importRoutes(app, deps)
   internalRoutes(app, deps)
 
   app.addHook('onReady', async () => relay.start())
-  // Stop the relay first so nothing is half-sent, then the bus and the store.
+  // Imports record where they stopped; then the relay stops so nothing is half-sent
+  // (events written by the last rows stay in the outbox for the next start); then the
+  // bus and the store.
   app.addHook('onClose', async () => {
+    await importer.stop()
     await relay.stop()
     if (!opts.bus) await bus.close()
     if (!opts.store) await store.close()

@@ -196,5 +196,83 @@ for (const backend of backends) {
       expect(await s.getPromptById(p._id)).toBeNull()
       expect(await s.listVersions(p._id, 'version')).toEqual([])
     })
+
+    it('sets one environment pin without touching the other', async () => {
+      const s = await open()
+      const p = prompt(newId())
+      await s.createPrompt(p)
+      const v1 = await s.publish(p.organizationId, p._id, builder)
+      const pin = { versionId: v1?._id ?? '', version: 1, promotedAt: now(), promotedBy: newId() }
+      await s.setPin(p.organizationId, p._id, 'production', pin, now())
+      const after = await s.setPin(p.organizationId, p._id, 'preview', { ...pin, version: 1 }, now())
+      expect(after?.environments).toEqual({ preview: pin, production: pin })
+      expect(await s.setPin(newId(), p._id, 'preview', pin, now())).toBeNull()
+    })
+
+    it('reads versions by ids across prompts', async () => {
+      const s = await open()
+      const a = prompt(newId())
+      const b = prompt(newId())
+      await s.createPrompt(a)
+      await s.createPrompt(b)
+      const va = await s.publish(a.organizationId, a._id, builder)
+      const vb = await s.publish(b.organizationId, b._id, builder)
+      const found = await s.getVersionsByIds([va?._id ?? '', vb?._id ?? '', newId()])
+      expect(found.map((v) => v._id).sort()).toEqual([va?._id, vb?._id].sort())
+      expect(await s.getVersionsByIds([])).toEqual([])
+    })
+
+    it('prunes only events sent before the cut-off', async () => {
+      const s = await open()
+      const p = prompt(newId())
+      await s.createPrompt(p)
+      await s.publish(p.organizationId, p._id, builder)
+      await s.publish(p.organizationId, p._id, builder)
+      const [first, second] = await s.pendingOutbox(10)
+      await s.markOutboxSent(first?._id ?? '', '2020-01-01T00:00:00.000Z')
+      expect(await s.pruneOutbox('2021-01-01T00:00:00.000Z')).toBe(1)
+      expect((await s.pendingOutbox(10)).map((o) => o._id)).toEqual([second?._id])
+    })
+
+    it('keeps import batches per workspace, with progress and appended errors', async () => {
+      const s = await open()
+      const org = newId()
+      const batch = {
+        _id: newId(),
+        organizationId: org,
+        createdBy: newId(),
+        status: 'processing' as const,
+        total: 5,
+        created: 0,
+        failed: 1,
+        errors: [{ row: 3, message: 'name is required' }],
+        createdAt: now(),
+        updatedAt: now(),
+        finishedAt: null,
+      }
+      await s.createBatch(batch)
+      expect(await s.getBatch(org, batch._id)).toEqual(batch)
+      expect(await s.getBatch(newId(), batch._id)).toBeNull()
+      await s.updateBatch(batch._id, { created: 2, updatedAt: now() })
+      await s.updateBatch(batch._id, {
+        created: 3,
+        failed: 2,
+        appendErrors: [{ row: 6, message: 'x' }],
+        status: 'completed',
+        updatedAt: now(),
+        finishedAt: now(),
+      })
+      const done = await s.getBatch(org, batch._id)
+      expect(done).toMatchObject({
+        status: 'completed',
+        created: 3,
+        failed: 2,
+        errors: [
+          { row: 3, message: 'name is required' },
+          { row: 6, message: 'x' },
+        ],
+      })
+      expect(done?.finishedAt).not.toBeNull()
+    })
   })
 }

@@ -195,9 +195,7 @@ describe('pm against the embedded default', () => {
     expect(missing.stderr).toContain('MISSING_REQUIRED_VARIABLES')
   })
 
-  // Enable once the prompts routes of issue 4 (environments, CSV import) are merged: the
-  // commands are written and covered in process against a fake gateway (cli.test.ts).
-  it.todo('promote pins a version to production and invoke --env production renders it', async () => {
+  it('promote pins a version to production and invoke --env production renders it', async () => {
     const promoted = json<{ version: number }>(
       await pm(['promote', promptId, 'production', '--version', '1', '--json'], {
         ...env,
@@ -212,7 +210,7 @@ describe('pm against the embedded default', () => {
     expect(invoked.stdout).toBe('Dear Ada, welcome!\n')
   })
 
-  it.todo('import creates the good rows of a CSV with a progress bar and reports the bad ones', async () => {
+  it('import creates the good rows of a CSV with a progress bar and reports the bad ones', async () => {
     const csv = join(dir, 'prompts.csv')
     writeFileSync(csv, 'name,template,tags\nOne,Hello {{a}},x\nTwo,,y\nThree,Bye {{b}},x;z\n')
     const result = await pm(['import', csv, '--interval', '50'], env)

@@ -73,16 +73,16 @@ describe('pm (in process, against a fake gateway)', () => {
     app.get('/api/v1/prompts/import/:batchId', async () => {
       polls++
       const steps = [
-        { status: 'PENDING', total: 3, created: 0, failed: 0, errors: [] },
+        { status: 'processing', total: 3, created: 0, failed: 0, errors: [] },
         {
-          status: 'PROCESSING',
+          status: 'processing',
           total: 3,
           created: 1,
           failed: 1,
           errors: [{ row: 3, message: 'template is required' }],
         },
         {
-          status: 'COMPLETED',
+          status: 'completed',
           total: 3,
           created: 2,
           failed: 1,

@@ -10,6 +10,8 @@ export const SUBJECTS = {
   promptChanged: 'pm.internal.prompt.changed',
   /** Fan-out, best effort (core NATS): gateway replicas drop the cached key. */
   apiKeyRevoked: 'pm.internal.apikey.revoked',
+  /** Fan-out, best effort (core NATS): gateway replicas drop the cached membership. */
+  membershipChanged: 'pm.internal.membership.changed',
 } as const
 
 export const EVENT_TYPES = ['version.published'] as const
@@ -57,4 +59,9 @@ export interface ApiKeyRevokedEvent {
   keyId: string
   hash: string
   organizationId: string
+}
+
+export interface MembershipChangedEvent {
+  organizationId: string
+  userId: string
 }

@@ -144,3 +144,70 @@ export const ResolvedApiKey = Type.Object(
   { $id: 'ResolvedApiKey' },
 )
 export type ResolvedApiKey = Static<typeof ResolvedApiKey>
+
+/** Refresh tokens: opaque, shown once per rotation, stored hashed. */
+export const RefreshRequest = Type.Object(
+  {
+    refreshToken: Type.String({ minLength: 1, maxLength: 512 }),
+    /** Switches the new access token's current organization (ACTIVE membership required). */
+    organizationId: Type.Optional(ObjectId),
+  },
+  { $id: 'RefreshRequest', additionalProperties: false },
+)
+export type RefreshRequest = Static<typeof RefreshRequest>
+
+export const LogoutRequest = Type.Object(
+  { refreshToken: Type.String({ minLength: 1, maxLength: 512 }) },
+  { $id: 'LogoutRequest', additionalProperties: false },
+)
+export type LogoutRequest = Static<typeof LogoutRequest>
+
+export const UpdateOrganizationRequest = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }) },
+  { $id: 'UpdateOrganizationRequest', additionalProperties: false },
+)
+export type UpdateOrganizationRequest = Static<typeof UpdateOrganizationRequest>
+
+export const RoleSchema = Type.Union(
+  ROLES.map((r) => Type.Literal(r)),
+  { $id: 'Role' },
+)
+export const MembershipStatusSchema = Type.Union(
+  MEMBERSHIP_STATUSES.map((s) => Type.Literal(s)),
+  { $id: 'MembershipStatus' },
+)
+
+/** A membership with the member's user record (what the members routes show). */
+export const Member = Type.Object(
+  {
+    organizationId: ObjectId,
+    userId: ObjectId,
+    email: Type.String(),
+    name: Type.String(),
+    role: Type.Ref(RoleSchema),
+    status: Type.Ref(MembershipStatusSchema),
+    createdAt: Timestamp,
+  },
+  { $id: 'Member' },
+)
+export type Member = Static<typeof Member>
+
+export const MemberList = Type.Object({ members: Type.Array(Type.Ref(Member)) }, { $id: 'MemberList' })
+
+export const AddMemberRequest = Type.Object(
+  {
+    email: Type.String({ minLength: 3, maxLength: 254 }),
+    role: Type.Optional(Type.Ref(RoleSchema)),
+  },
+  { $id: 'AddMemberRequest', additionalProperties: false },
+)
+export type AddMemberRequest = Static<typeof AddMemberRequest>
+
+export const UpdateMemberRequest = Type.Object(
+  {
+    role: Type.Optional(Type.Ref(RoleSchema)),
+    status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')])),
+  },
+  { $id: 'UpdateMemberRequest', additionalProperties: false, minProperties: 1 },
+)
+export type UpdateMemberRequest = Static<typeof UpdateMemberRequest>

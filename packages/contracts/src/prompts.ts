@@ -259,3 +259,178 @@ export const DraftPrompt = Type.Object(
 export type DraftPrompt = Static<typeof DraftPrompt>
 
 export { Pagination }
+
+// ---- Variables, versions, environments, fork, diff, public catalog, CSV import ----
+
+export const VariableList = Type.Array(Type.Ref(Variable), { $id: 'VariableList' })
+
+export const UpdateVariableRequest = Type.Object(
+  {
+    organizationId: Type.Optional(ObjectId),
+    required: Type.Optional(Type.Boolean()),
+    // Null first: with type coercion on, ajv would turn null into "" for a string branch tried first.
+    /** null removes the description. */
+    description: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 1000 })])),
+    /** null removes the default value. */
+    defaultValue: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: TEMPLATE_MAX })])),
+  },
+  { $id: 'UpdateVariableRequest', additionalProperties: false },
+)
+export type UpdateVariableRequest = Static<typeof UpdateVariableRequest>
+
+/** Body of save-and-publish: nothing but the workspace (the server publishes its own draft). */
+export const SaveAndPublishRequest = Type.Object(
+  { organizationId: Type.Optional(ObjectId) },
+  { $id: 'SaveAndPublishRequest', additionalProperties: false },
+)
+
+export const ListVersionsQuery = Type.Object(
+  {
+    /** Only the exact string "true" selects published snapshots, newest publication first. */
+    published: Type.Optional(Type.String({ maxLength: 20 })),
+    organizationId: Type.Optional(ObjectId),
+  },
+  { $id: 'ListVersionsQuery', additionalProperties: false },
+)
+
+/** A version id or the word `draft`. */
+export const DiffSide = Type.Union([ObjectId, Type.Literal('draft')])
+
+export const DiffQuery = Type.Object(
+  { from: DiffSide, to: DiffSide, organizationId: Type.Optional(ObjectId) },
+  { $id: 'DiffQuery', additionalProperties: false },
+)
+export type DiffQuery = Static<typeof DiffQuery>
+
+export const DiffHunk = Type.Object(
+  {
+    oldStart: Type.Integer(),
+    oldLines: Type.Integer(),
+    newStart: Type.Integer(),
+    newLines: Type.Integer(),
+    /** Unified-diff lines: ' ' context, '-' removed, '+' added, '\' no-newline marker. */
+    lines: Type.Array(Type.String()),
+  },
+  { $id: 'DiffHunk' },
+)
+
+export const VersionDiff = Type.Object(
+  {
+    /** The sides as asked: a version id or "draft". */
+    from: Type.String(),
+    to: Type.String(),
+    template: Type.Object({
+      hunks: Type.Array(Type.Ref(DiffHunk)),
+      added: Type.Integer(),
+      removed: Type.Integer(),
+    }),
+    variables: Type.Object({
+      added: Type.Array(Type.Ref(Variable)),
+      removed: Type.Array(Type.Ref(Variable)),
+      changed: Type.Array(
+        Type.Object({ name: Type.String(), before: Type.Ref(Variable), after: Type.Ref(Variable) }),
+      ),
+    }),
+  },
+  { $id: 'VersionDiff' },
+)
+
+export const EnvParams = Type.Object(
+  { id: ObjectId, env: EnvironmentName },
+  { $id: 'EnvParams', additionalProperties: false },
+)
+
+export const PromoteRequest = Type.Object(
+  { versionId: ObjectId, organizationId: Type.Optional(ObjectId) },
+  { $id: 'PromoteRequest', additionalProperties: false },
+)
+export type PromoteRequest = Static<typeof PromoteRequest>
+
+export const ForkRequest = Type.Object(
+  {
+    name: Name,
+    /** Default: the caller's current workspace. */
+    targetOrganizationId: Type.Optional(ObjectId),
+    /** The workspace of the source prompt (with a user token; default its current one). */
+    organizationId: Type.Optional(ObjectId),
+  },
+  { $id: 'ForkRequest', additionalProperties: false },
+)
+export type ForkRequest = Static<typeof ForkRequest>
+
+export const PublicForkRequest = Type.Object(
+  { organizationId: ObjectId, name: Name },
+  { $id: 'PublicForkRequest', additionalProperties: false },
+)
+export type PublicForkRequest = Static<typeof PublicForkRequest>
+
+export const ForkResult = Type.Object(
+  { prompt: Type.Ref(Prompt), version: Type.Ref(PromptVersion) },
+  { $id: 'ForkResult' },
+)
+
+/**
+ * A prompt as the public catalog shows it: its metadata with the content of its current
+ * published version, never the draft.
+ */
+export const PublicPrompt = Type.Object(
+  {
+    _id: ObjectId,
+    name: Type.String(),
+    slug: Type.String(),
+    description: Type.String(),
+    tags: Type.Array(Type.String()),
+    template: Type.String(),
+    variables: Type.Array(Type.Ref(Variable)),
+    versionId: ObjectId,
+    version: Type.Integer(),
+    publishedAt: Timestamp,
+    createdAt: Timestamp,
+  },
+  { $id: 'PublicPrompt' },
+)
+export type PublicPrompt = Static<typeof PublicPrompt>
+
+export const PublicListQuery = Type.Object(
+  { ...PageQuery, search: Type.Optional(Type.String({ maxLength: 200 })) },
+  { $id: 'PublicListQuery', additionalProperties: false },
+)
+
+export const PublicPromptList = Type.Object(
+  { prompts: Type.Array(Type.Ref(PublicPrompt)), pagination: Type.Ref(Pagination) },
+  { $id: 'PublicPromptList' },
+)
+
+export const ImportAccepted = Type.Object(
+  { batchId: ObjectId, message: Type.String() },
+  { $id: 'ImportAccepted' },
+)
+
+export const IMPORT_STATUSES = ['processing', 'completed', 'failed'] as const
+export type ImportStatus = (typeof IMPORT_STATUSES)[number]
+
+export const ImportRowError = Type.Object(
+  { row: Type.Integer(), message: Type.String() },
+  { $id: 'ImportRowError' },
+)
+export type ImportRowError = Static<typeof ImportRowError>
+
+export const ImportBatch = Type.Object(
+  {
+    batchId: ObjectId,
+    status: Type.Union(IMPORT_STATUSES.map((s) => Type.Literal(s))),
+    /** Data rows in the file (blank rows not counted). */
+    total: Type.Integer(),
+    created: Type.Integer(),
+    failed: Type.Integer(),
+    /** Every row that was not imported, with its spreadsheet row number (header = 1). */
+    errors: Type.Array(Type.Ref(ImportRowError)),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+    finishedAt: Type.Union([Timestamp, Type.Null()]),
+  },
+  { $id: 'ImportBatch' },
+)
+export type ImportBatch = Static<typeof ImportBatch>
+
+export const BatchParams = Type.Object({ batchId: ObjectId }, { additionalProperties: false })

@@ -4,6 +4,7 @@ import { ErrorBody, FieldError } from './errors.ts'
 import { VersionPublishedEvent } from './events.ts'
 import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
+import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
 
 /**
@@ -29,6 +30,15 @@ export const ALL_SCHEMAS: TSchema[] = [
   identity.RegisterRequest,
   identity.CreateOrganizationRequest,
   identity.ResolvedApiKey,
+  identity.RefreshRequest,
+  identity.LogoutRequest,
+  identity.UpdateOrganizationRequest,
+  identity.RoleSchema,
+  identity.MembershipStatusSchema,
+  identity.Member,
+  identity.MemberList,
+  identity.AddMemberRequest,
+  identity.UpdateMemberRequest,
   prompts.Variable,
   prompts.VariableInput,
   prompts.Prompt,
@@ -52,6 +62,34 @@ export const ALL_SCHEMAS: TSchema[] = [
   prompts.InjectResult,
   prompts.ResolvedPrompt,
   prompts.DraftPrompt,
+  prompts.VariableList,
+  prompts.UpdateVariableRequest,
+  prompts.SaveAndPublishRequest,
+  prompts.ListVersionsQuery,
+  prompts.DiffQuery,
+  prompts.DiffHunk,
+  prompts.VersionDiff,
+  prompts.EnvParams,
+  prompts.PromoteRequest,
+  prompts.ForkRequest,
+  prompts.PublicForkRequest,
+  prompts.ForkResult,
+  prompts.PublicPrompt,
+  prompts.PublicListQuery,
+  prompts.PublicPromptList,
+  prompts.ImportAccepted,
+  prompts.ImportRowError,
+  prompts.ImportBatch,
   VersionPublishedEvent,
+  webhooks.WebhookEventType,
+  webhooks.Webhook,
+  webhooks.CreateWebhookRequest,
+  webhooks.UpdateWebhookRequest,
+  webhooks.CreatedWebhook,
+  webhooks.WebhookList,
+  webhooks.WebhookDeliveryAttempt,
+  webhooks.WebhookDelivery,
+  webhooks.WebhookDeliveryList,
+  webhooks.ListDeliveriesQuery,
   ...API_SCHEMAS,
 ]

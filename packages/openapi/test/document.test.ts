@@ -1,4 +1,4 @@
-import { ERROR_STATUS, listRoutes, routeErrors } from '@pm/contracts'
+import { ALL_SCHEMAS, ERROR_STATUS, listRoutes, routeErrors } from '@pm/contracts'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
@@ -38,6 +38,12 @@ describe('the OpenAPI document', () => {
     for (const name of Object.keys(doc.components.schemas)) {
       expect(() => ajv.compile({ $ref: `doc#/components/schemas/${name}` }), name).not.toThrow()
     }
+  })
+
+  it('takes its components from schemas whose $id is unique (a duplicate stops every service)', () => {
+    const ids = ALL_SCHEMAS.map((schema) => schema.$id)
+    expect(ids.filter((id) => typeof id !== 'string')).toEqual([])
+    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([])
   })
 
   it('describes every route of the catalogue once, with the catalogue operation id', () => {

@@ -1,12 +1,23 @@
-import { type ApiKey, AppError, type CreateApiKeyRequest, type Organization, type Scope } from '@pm/contracts'
+import {
+  type AddMemberRequest,
+  type ApiKey,
+  AppError,
+  type CreateApiKeyRequest,
+  type Member,
+  type Organization,
+  type Scope,
+  type UpdateMemberRequest,
+} from '@pm/contracts'
 import { apiKeyPrefix, generateApiKey, hashApiKey, newId } from '@pm/kit'
 import {
   type ApiKeyRecord,
   DuplicateError,
   type IdentityStore,
+  type MembershipChangeResult,
   type OrganizationRecord,
   type UserRecord,
 } from '../store/types.ts'
+import { type Actor, mayChangeRole, toMember } from './members.ts'
 import { DUMMY_HASH, hashPassword, verifyPassword } from './passwords.ts'
 
 export function normaliseEmail(email: string): string {
@@ -93,6 +104,84 @@ export class IdentityService {
       }
     }
     throw new AppError('CONFLICT', 'could not allocate an organization slug')
+  }
+
+  async updateOrganization(id: string, name: string): Promise<OrganizationRecord> {
+    const org = await this.store.updateOrganization(id, { name: name.trim() }, new Date().toISOString())
+    if (!org) throw new AppError('NOT_FOUND', 'organization not found')
+    return org
+  }
+
+  async listMembers(organizationId: string): Promise<Member[]> {
+    const memberships = await this.store.listMemberships(organizationId)
+    const users = new Map(
+      (await this.store.findUsersByIds(memberships.map((m) => m.userId))).map((u) => [u._id, u]),
+    )
+    return memberships.map((m) => toMember(m, users.get(m.userId)))
+  }
+
+  /** Adds an existing user as an ACTIVE member (default role MEMBER). */
+  async addMember(organizationId: string, actor: Actor, input: AddMemberRequest): Promise<Member> {
+    const role = input.role ?? 'MEMBER'
+    if (!mayChangeRole(actor, null, role)) {
+      throw new AppError('FORBIDDEN', 'only an OWNER may add an OWNER')
+    }
+    const user = await this.store.findUserByEmail(normaliseEmail(input.email))
+    if (!user) throw new AppError('NOT_FOUND', 'no user with this email')
+    const membership = {
+      organizationId,
+      userId: user._id,
+      role,
+      status: 'ACTIVE' as const,
+      createdAt: new Date().toISOString(),
+    }
+    try {
+      await this.store.addMembership(membership)
+    } catch (err) {
+      if (err instanceof DuplicateError) throw new AppError('CONFLICT', 'the user is already a member')
+      throw err
+    }
+    return toMember(membership, user)
+  }
+
+  async updateMember(
+    organizationId: string,
+    actor: Actor,
+    userId: string,
+    change: UpdateMemberRequest,
+  ): Promise<Member> {
+    const current = await this.store.getMembership(organizationId, userId)
+    if (!current) throw new AppError('NOT_FOUND', 'member not found')
+    if (!mayChangeRole(actor, current.role, change.role ?? current.role)) {
+      throw new AppError('FORBIDDEN', 'only an OWNER may change an OWNER')
+    }
+    const result = await this.store.changeMembership(organizationId, userId, {
+      ...(change.role ? { role: change.role } : {}),
+      ...(change.status ? { status: change.status } : {}),
+    })
+    return this.memberOutcome(result)
+  }
+
+  async removeMember(organizationId: string, actor: Actor, userId: string): Promise<Member> {
+    const current = await this.store.getMembership(organizationId, userId)
+    if (!current) throw new AppError('NOT_FOUND', 'member not found')
+    if (!mayChangeRole(actor, current.role, null)) {
+      throw new AppError('FORBIDDEN', 'only an OWNER may remove an OWNER')
+    }
+    return this.memberOutcome(await this.store.changeMembership(organizationId, userId, 'remove'))
+  }
+
+  private async memberOutcome(result: MembershipChangeResult): Promise<Member> {
+    switch (result.outcome) {
+      case 'not-found':
+        throw new AppError('NOT_FOUND', 'member not found')
+      case 'last-owner':
+        throw new AppError('CONFLICT', 'an organization needs at least one ACTIVE OWNER')
+      default: {
+        const user = await this.store.findUserById(result.membership.userId)
+        return toMember(result.membership, user ?? undefined)
+      }
+    }
   }
 
   async createApiKey(

@@ -4,13 +4,32 @@ import {
   type ApiKeyRecord,
   DuplicateError,
   type IdentityStore,
+  type MembershipChange,
+  type MembershipChangeResult,
   type MembershipRecord,
   type OrganizationRecord,
+  type RefreshTokenRecord,
   type SigningKeyRecord,
   type UserRecord,
 } from './types.ts'
 
 type MembershipDoc = MembershipRecord & { _id: string }
+/** `expireAt` (a Date) lets a TTL index delete expired refresh tokens. */
+type RefreshTokenDoc = RefreshTokenRecord & { expireAt: Date }
+
+const ORG_PROJECTION = { membershipVersion: 0 } as const
+
+const membershipId = (organizationId: string, userId: string) => `${organizationId}:${userId}`
+
+function stripMembership(doc: MembershipDoc): MembershipRecord {
+  const { _id, ...m } = doc
+  return m
+}
+
+function stripRefreshToken(doc: RefreshTokenDoc): RefreshTokenRecord {
+  const { expireAt, ...t } = doc
+  return t
+}
 
 /**
  * MongoDB implementation. Documents keep the application's 24-hex ids as string `_id`s.
@@ -18,10 +37,12 @@ type MembershipDoc = MembershipRecord & { _id: string }
  */
 export class MongoIdentityStore implements IdentityStore {
   private readonly users: Collection<UserRecord>
-  private readonly orgs: Collection<OrganizationRecord>
+  /** membershipVersion is internal (see changeMembership) and never read back. */
+  private readonly orgs: Collection<OrganizationRecord & { membershipVersion?: number }>
   private readonly memberships: Collection<MembershipDoc>
   private readonly keys: Collection<ApiKeyRecord>
   private readonly signingKeys: Collection<SigningKeyRecord & { _id: string }>
+  private readonly refreshTokens: Collection<RefreshTokenDoc>
   private readonly client: MongoClient
   private readonly db: Db
   private readonly ownsClient: boolean
@@ -35,6 +56,7 @@ export class MongoIdentityStore implements IdentityStore {
     this.memberships = this.db.collection('memberships')
     this.keys = this.db.collection('api_keys')
     this.signingKeys = this.db.collection('signing_keys')
+    this.refreshTokens = this.db.collection('refresh_tokens')
   }
 
   async init(): Promise<void> {
@@ -42,6 +64,10 @@ export class MongoIdentityStore implements IdentityStore {
       this.users.createIndex({ email: 1 }, { unique: true }),
       this.orgs.createIndex({ slug: 1 }, { unique: true }),
       this.memberships.createIndex({ userId: 1, status: 1 }),
+      this.memberships.createIndex({ organizationId: 1, createdAt: 1 }),
+      this.refreshTokens.createIndex({ hash: 1 }, { unique: true }),
+      this.refreshTokens.createIndex({ familyId: 1 }),
+      this.refreshTokens.createIndex({ expireAt: 1 }, { expireAfterSeconds: 0 }),
       this.keys.createIndex({ hash: 1 }, { unique: true }),
       this.keys.createIndex({ organizationId: 1, createdAt: 1 }),
       this.signingKeys.createIndex({ createdAt: -1 }),
@@ -71,7 +97,7 @@ export class MongoIdentityStore implements IdentityStore {
       await session.withTransaction(async () => {
         await this.orgs.insertOne({ ...org }, { session })
         await this.memberships.insertOne(
-          { _id: `${owner.organizationId}:${owner.userId}`, ...owner },
+          { _id: membershipId(owner.organizationId, owner.userId), ...owner },
           { session },
         )
       })
@@ -84,27 +110,109 @@ export class MongoIdentityStore implements IdentityStore {
   }
 
   async getOrganization(id: string): Promise<OrganizationRecord | null> {
-    return this.orgs.findOne({ _id: id })
+    return this.orgs.findOne({ _id: id }, { projection: ORG_PROJECTION })
+  }
+
+  async findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null> {
+    return this.orgs.findOne({ slug }, { projection: ORG_PROJECTION })
   }
 
   async listOrganizationsForUser(userId: string): Promise<OrganizationRecord[]> {
     const ms = await this.memberships.find({ userId, status: 'ACTIVE' }).toArray()
     if (ms.length === 0) return []
     return this.orgs
-      .find({ _id: { $in: ms.map((m) => m.organizationId) } })
+      .find({ _id: { $in: ms.map((m) => m.organizationId) } }, { projection: ORG_PROJECTION })
       .sort({ createdAt: 1, _id: 1 })
       .toArray()
   }
 
   async getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null> {
-    const doc = await this.memberships.findOne({ _id: `${organizationId}:${userId}` })
-    if (!doc) return null
-    const { _id, ...m } = doc
-    return m
+    const doc = await this.memberships.findOne({ _id: membershipId(organizationId, userId) })
+    return doc ? stripMembership(doc) : null
   }
 
   async isSlugTaken(slug: string): Promise<boolean> {
     return (await this.orgs.countDocuments({ slug }, { limit: 1 })) > 0
+  }
+
+  async updateOrganization(
+    id: string,
+    change: { name: string },
+    at: string,
+  ): Promise<OrganizationRecord | null> {
+    return this.orgs.findOneAndUpdate(
+      { _id: id },
+      { $set: { name: change.name, updatedAt: at } },
+      { returnDocument: 'after', projection: ORG_PROJECTION },
+    )
+  }
+
+  async findUsersByIds(ids: string[]): Promise<UserRecord[]> {
+    if (ids.length === 0) return []
+    return this.users.find({ _id: { $in: ids } }).toArray()
+  }
+
+  async listMemberships(organizationId: string): Promise<MembershipRecord[]> {
+    const docs = await this.memberships.find({ organizationId }).sort({ createdAt: 1, userId: 1 }).toArray()
+    return docs.map(stripMembership)
+  }
+
+  async addMembership(m: MembershipRecord): Promise<void> {
+    try {
+      await this.memberships.insertOne({ _id: membershipId(m.organizationId, m.userId), ...m })
+    } catch (err) {
+      if (isDuplicateKey(err)) throw new DuplicateError('membership')
+      throw err
+    }
+  }
+
+  async changeMembership(
+    organizationId: string,
+    userId: string,
+    change: MembershipChange,
+  ): Promise<MembershipChangeResult> {
+    const session = this.client.startSession()
+    try {
+      let result: MembershipChangeResult = { outcome: 'not-found' }
+      await session.withTransaction(async () => {
+        // Every change writes the organization document, so two concurrent changes conflict
+        // (one is retried) instead of both passing the last-owner check (write skew).
+        await this.orgs.updateOne({ _id: organizationId }, { $inc: { membershipVersion: 1 } }, { session })
+        const doc = await this.memberships.findOne({ _id: membershipId(organizationId, userId) }, { session })
+        if (!doc) {
+          result = { outcome: 'not-found' }
+          return
+        }
+        const current = stripMembership(doc)
+        const next = change === 'remove' ? null : { ...current, ...change }
+        const wasOwner = current.role === 'OWNER' && current.status === 'ACTIVE'
+        const staysOwner = next !== null && next.role === 'OWNER' && next.status === 'ACTIVE'
+        if (wasOwner && !staysOwner) {
+          const others = await this.memberships.countDocuments(
+            { organizationId, userId: { $ne: userId }, role: 'OWNER', status: 'ACTIVE' },
+            { session },
+          )
+          if (others === 0) {
+            result = { outcome: 'last-owner' }
+            return
+          }
+        }
+        if (next === null) {
+          await this.memberships.deleteOne({ _id: doc._id }, { session })
+          result = { outcome: 'removed', membership: current }
+          return
+        }
+        await this.memberships.updateOne(
+          { _id: doc._id },
+          { $set: { role: next.role, status: next.status } },
+          { session },
+        )
+        result = { outcome: 'changed', membership: next }
+      })
+      return result
+    } finally {
+      await session.endSession()
+    }
   }
 
   async createApiKey(key: ApiKeyRecord): Promise<void> {
@@ -126,6 +234,33 @@ export class MongoIdentityStore implements IdentityStore {
 
   async touchApiKey(keyId: string, at: string): Promise<void> {
     await this.keys.updateOne({ _id: keyId }, { $set: { lastUsedAt: at } })
+  }
+
+  async createRefreshToken(token: RefreshTokenRecord): Promise<void> {
+    await this.refreshTokens.insertOne({ ...token, expireAt: new Date(token.expiresAt) })
+  }
+
+  async useRefreshToken(
+    hash: string,
+    at: string,
+  ): Promise<{ token: RefreshTokenRecord; used: boolean } | null> {
+    const before = await this.refreshTokens.findOneAndUpdate(
+      { hash, usedAt: null, revokedAt: null },
+      { $set: { usedAt: at } },
+      { returnDocument: 'before' },
+    )
+    if (before) return { token: stripRefreshToken(before), used: true }
+    const doc = await this.refreshTokens.findOne({ hash })
+    return doc ? { token: stripRefreshToken(doc), used: false } : null
+  }
+
+  async findRefreshToken(hash: string): Promise<RefreshTokenRecord | null> {
+    const doc = await this.refreshTokens.findOne({ hash })
+    return doc ? stripRefreshToken(doc) : null
+  }
+
+  async revokeRefreshFamily(familyId: string, at: string): Promise<void> {
+    await this.refreshTokens.updateMany({ familyId, revokedAt: null }, { $set: { revokedAt: at } })
   }
 
   async latestSigningKey(): Promise<SigningKeyRecord | null> {

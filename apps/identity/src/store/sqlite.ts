@@ -4,8 +4,11 @@ import {
   type ApiKeyRecord,
   DuplicateError,
   type IdentityStore,
+  type MembershipChange,
+  type MembershipChangeResult,
   type MembershipRecord,
   type OrganizationRecord,
+  type RefreshTokenRecord,
   type SigningKeyRecord,
   type UserRecord,
 } from './types.ts'
@@ -27,6 +30,12 @@ const SCHEMA = [
     hash TEXT NOT NULL UNIQUE, scopes TEXT NOT NULL, expires_at TEXT, rate_limit TEXT,
     created_by TEXT NOT NULL, created_at TEXT NOT NULL, last_used_at TEXT, revoked_at TEXT)`,
   'CREATE INDEX IF NOT EXISTS api_keys_org ON api_keys(organization_id, created_at)',
+  `CREATE TABLE IF NOT EXISTS refresh_tokens (
+    id TEXT PRIMARY KEY, family_id TEXT NOT NULL, user_id TEXT NOT NULL, organization_id TEXT,
+    hash TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+    used_at TEXT, revoked_at TEXT)`,
+  'CREATE INDEX IF NOT EXISTS refresh_tokens_family ON refresh_tokens(family_id)',
+  'CREATE INDEX IF NOT EXISTS refresh_tokens_expiry ON refresh_tokens(expires_at)',
   `CREATE TABLE IF NOT EXISTS signing_keys (
     kid TEXT PRIMARY KEY, alg TEXT NOT NULL, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
     created_at TEXT NOT NULL)`,
@@ -77,6 +86,19 @@ function toKey(r: Row): ApiKeyRecord {
     createdBy: str(r.created_by),
     createdAt: str(r.created_at),
     lastUsedAt: strOrNull(r.last_used_at),
+    revokedAt: strOrNull(r.revoked_at),
+  }
+}
+function toRefreshToken(r: Row): RefreshTokenRecord {
+  return {
+    _id: str(r.id),
+    familyId: str(r.family_id),
+    userId: str(r.user_id),
+    organizationId: strOrNull(r.organization_id),
+    hash: str(r.hash),
+    createdAt: str(r.created_at),
+    expiresAt: str(r.expires_at),
+    usedAt: strOrNull(r.used_at),
     revokedAt: strOrNull(r.revoked_at),
   }
 }
@@ -150,6 +172,11 @@ export class SqliteIdentityStore implements IdentityStore {
     return r ? toOrg(r) : null
   }
 
+  async findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null> {
+    const r = this.one('SELECT * FROM organizations WHERE slug = ?', slug)
+    return r ? toOrg(r) : null
+  }
+
   async listOrganizationsForUser(userId: string): Promise<OrganizationRecord[]> {
     return this.all(
       `SELECT o.* FROM organizations o JOIN memberships m ON m.organization_id = o.id
@@ -169,6 +196,79 @@ export class SqliteIdentityStore implements IdentityStore {
 
   async isSlugTaken(slug: string): Promise<boolean> {
     return this.one('SELECT 1 AS x FROM organizations WHERE slug = ?', slug) !== undefined
+  }
+
+  async updateOrganization(
+    id: string,
+    change: { name: string },
+    at: string,
+  ): Promise<OrganizationRecord | null> {
+    this.db.prepare('UPDATE organizations SET name = ?, updated_at = ? WHERE id = ?').run(change.name, at, id)
+    return this.getOrganization(id)
+  }
+
+  async findUsersByIds(ids: string[]): Promise<UserRecord[]> {
+    if (ids.length === 0) return []
+    return this.all(`SELECT * FROM users WHERE id IN (${ids.map(() => '?').join(', ')})`, ...ids).map(toUser)
+  }
+
+  async listMemberships(organizationId: string): Promise<MembershipRecord[]> {
+    return this.all(
+      'SELECT * FROM memberships WHERE organization_id = ? ORDER BY created_at, user_id',
+      organizationId,
+    ).map(toMembership)
+  }
+
+  async addMembership(m: MembershipRecord): Promise<void> {
+    try {
+      this.db
+        .prepare(
+          'INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)',
+        )
+        .run(m.organizationId, m.userId, m.role, m.status, m.createdAt)
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new DuplicateError('membership')
+      throw err
+    }
+  }
+
+  async changeMembership(
+    organizationId: string,
+    userId: string,
+    change: MembershipChange,
+  ): Promise<MembershipChangeResult> {
+    // BEGIN IMMEDIATE serialises writers, so two owners demoting each other cannot both pass.
+    return transaction(this.db, (): MembershipChangeResult => {
+      const row = this.one(
+        'SELECT * FROM memberships WHERE organization_id = ? AND user_id = ?',
+        organizationId,
+        userId,
+      )
+      if (!row) return { outcome: 'not-found' }
+      const current = toMembership(row)
+      const next = change === 'remove' ? null : { ...current, ...change }
+      const wasOwner = current.role === 'OWNER' && current.status === 'ACTIVE'
+      const staysOwner = next !== null && next.role === 'OWNER' && next.status === 'ACTIVE'
+      if (wasOwner && !staysOwner) {
+        const others = this.one(
+          `SELECT COUNT(*) AS n FROM memberships
+           WHERE organization_id = ? AND user_id != ? AND role = 'OWNER' AND status = 'ACTIVE'`,
+          organizationId,
+          userId,
+        )
+        if (Number(others?.n ?? 0) === 0) return { outcome: 'last-owner' }
+      }
+      if (next === null) {
+        this.db
+          .prepare('DELETE FROM memberships WHERE organization_id = ? AND user_id = ?')
+          .run(organizationId, userId)
+        return { outcome: 'removed', membership: current }
+      }
+      this.db
+        .prepare('UPDATE memberships SET role = ?, status = ? WHERE organization_id = ? AND user_id = ?')
+        .run(next.role, next.status, organizationId, userId)
+      return { outcome: 'changed', membership: next }
+    })
   }
 
   async createApiKey(k: ApiKeyRecord): Promise<void> {
@@ -217,6 +317,52 @@ export class SqliteIdentityStore implements IdentityStore {
 
   async touchApiKey(keyId: string, at: string): Promise<void> {
     this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, keyId)
+  }
+
+  async createRefreshToken(t: RefreshTokenRecord): Promise<void> {
+    // Expired tokens are useless (refused either way): clear them as new ones arrive.
+    this.db.prepare('DELETE FROM refresh_tokens WHERE expires_at < ?').run(t.createdAt)
+    this.db
+      .prepare(
+        `INSERT INTO refresh_tokens (id, family_id, user_id, organization_id, hash, created_at, expires_at,
+         used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        t._id,
+        t.familyId,
+        t.userId,
+        t.organizationId,
+        t.hash,
+        t.createdAt,
+        t.expiresAt,
+        t.usedAt,
+        t.revokedAt,
+      )
+  }
+
+  async useRefreshToken(
+    hash: string,
+    at: string,
+  ): Promise<{ token: RefreshTokenRecord; used: boolean } | null> {
+    return transaction(this.db, () => {
+      const row = this.one('SELECT * FROM refresh_tokens WHERE hash = ?', hash)
+      if (!row) return null
+      const token = toRefreshToken(row)
+      if (token.usedAt !== null || token.revokedAt !== null) return { token, used: false }
+      this.db.prepare('UPDATE refresh_tokens SET used_at = ? WHERE id = ?').run(at, token._id)
+      return { token, used: true }
+    })
+  }
+
+  async findRefreshToken(hash: string): Promise<RefreshTokenRecord | null> {
+    const r = this.one('SELECT * FROM refresh_tokens WHERE hash = ?', hash)
+    return r ? toRefreshToken(r) : null
+  }
+
+  async revokeRefreshFamily(familyId: string, at: string): Promise<void> {
+    this.db
+      .prepare('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL')
+      .run(at, familyId)
   }
 
   async latestSigningKey(): Promise<SigningKeyRecord | null> {

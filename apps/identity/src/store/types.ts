@@ -39,6 +39,33 @@ export interface ApiKeyRecord {
   revokedAt: string | null
 }
 
+/**
+ * One refresh token of a login session. Every rotation adds a token to the family and
+ * marks the presented one used; presenting a used token again revokes the family.
+ */
+export interface RefreshTokenRecord {
+  _id: string
+  familyId: string
+  userId: string
+  /** The current organization the family's access tokens carry. */
+  organizationId: string | null
+  /** SHA-256 of the token, hex. The token itself is never stored. */
+  hash: string
+  createdAt: string
+  expiresAt: string
+  usedAt: string | null
+  revokedAt: string | null
+}
+
+export type MembershipChange = { role?: Role; status?: MembershipStatus } | 'remove'
+
+/** Outcome of a membership change; 'last-owner' when it would leave no ACTIVE OWNER. */
+export type MembershipChangeResult =
+  | { outcome: 'changed'; membership: MembershipRecord }
+  | { outcome: 'removed'; membership: MembershipRecord }
+  | { outcome: 'not-found' }
+  | { outcome: 'last-owner' }
+
 export interface SigningKeyRecord {
   kid: string
   alg: string
@@ -66,10 +93,27 @@ export interface IdentityStore {
 
   createOrganization(org: OrganizationRecord, owner: MembershipRecord): Promise<void>
   getOrganization(id: string): Promise<OrganizationRecord | null>
+  findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null>
   /** Organizations where the user holds an ACTIVE membership, oldest first. */
   listOrganizationsForUser(userId: string): Promise<OrganizationRecord[]>
   getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null>
   isSlugTaken(slug: string): Promise<boolean>
+  /** Renames; the slug stays. Null when the organization does not exist. */
+  updateOrganization(id: string, change: { name: string }, at: string): Promise<OrganizationRecord | null>
+  findUsersByIds(ids: string[]): Promise<UserRecord[]>
+  /** Every membership of the organization (any status), oldest first. */
+  listMemberships(organizationId: string): Promise<MembershipRecord[]>
+  /** Throws DuplicateError when the user is already a member. */
+  addMembership(membership: MembershipRecord): Promise<void>
+  /**
+   * Changes or removes a membership atomically, refusing ('last-owner') when the
+   * organization would be left without an ACTIVE OWNER.
+   */
+  changeMembership(
+    organizationId: string,
+    userId: string,
+    change: MembershipChange,
+  ): Promise<MembershipChangeResult>
 
   createApiKey(key: ApiKeyRecord): Promise<void>
   findApiKeyByHash(hash: string): Promise<ApiKeyRecord | null>
@@ -77,6 +121,16 @@ export interface IdentityStore {
   /** Sets revokedAt once; returns the key (null when it is not in that organization). */
   revokeApiKey(organizationId: string, keyId: string, at: string): Promise<ApiKeyRecord | null>
   touchApiKey(keyId: string, at: string): Promise<void>
+
+  createRefreshToken(token: RefreshTokenRecord): Promise<void>
+  /**
+   * Marks the token used if it is neither used nor revoked. Returns the token as stored
+   * before the call and whether this call was the one that used it; null when unknown.
+   */
+  useRefreshToken(hash: string, at: string): Promise<{ token: RefreshTokenRecord; used: boolean } | null>
+  findRefreshToken(hash: string): Promise<RefreshTokenRecord | null>
+  /** Revokes every token of the family not yet revoked. */
+  revokeRefreshFamily(familyId: string, at: string): Promise<void>
 
   /** The newest signing key, if any. */
   latestSigningKey(): Promise<SigningKeyRecord | null>

@@ -1,20 +1,21 @@
 import {
-  AppError,
   CreatePromptRequest,
   IdParams,
   ListPromptsQuery,
+  ObjectId,
   pagination,
   Prompt,
   PromptList,
   PromptWithStale,
   UpdatePromptRequest,
+  UpdateVariableRequest,
+  VariableList,
 } from '@pm/contracts'
 import { requireOrganization, type Service } from '@pm/kit'
-import { syncVariables } from '@pm/template'
-import { publicPrompt } from '../domain/prompts.ts'
-import { slugify, uniqueSlug } from '../domain/slug.ts'
-import type { PromptPatch } from '../store/types.ts'
+import { Type } from '@sinclair/typebox'
 import type { PromptsDeps } from '../app.ts'
+import { publicPrompt } from '../domain/prompts.ts'
+import { OrgQuery, VariableParams } from './common.ts'
 
 export function promptRoutes(app: Service, { service }: PromptsDeps): void {
   const { store } = service
@@ -64,7 +65,7 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
 
   app.get(
     '/api/v1/prompts/:id',
-    { schema: { params: IdParams, response: { 200: Prompt } } },
+    { schema: { params: IdParams, querystring: OrgQuery, response: { 200: Prompt } } },
     async (request) => {
       return publicPrompt(await service.get(requireOrganization(request), request.params.id))
     },
@@ -74,46 +75,49 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
     '/api/v1/prompts/:id',
     { schema: { params: IdParams, body: UpdatePromptRequest, response: { 200: PromptWithStale } } },
     async (request) => {
-      const organizationId = requireOrganization(request)
-      const current = await service.get(organizationId, request.params.id)
-      const body = request.body
-      const patch: PromptPatch = { updatedAt: new Date().toISOString() }
-      if (body.name !== undefined && body.name.trim() !== current.name) {
-        patch.name = body.name.trim()
-        patch.slug = await uniqueSlug(
-          slugify(patch.name),
-          async (s) => s !== current.slug && (await store.isSlugTaken(organizationId, s)),
-        )
-      }
-      if (body.description !== undefined) patch.description = body.description
-      if (body.tags !== undefined) patch.tags = body.tags
-      let staleVariables: string[] | undefined
-      if (body.template !== undefined || body.variables !== undefined) {
-        const template = body.template ?? current.template
-        const synced = syncVariables(template, body.variables ?? current.variables)
-        patch.template = template
-        patch.variables = synced.variables
-        staleVariables = synced.staleVariables
-      }
-      if (body.isPublic !== undefined) {
-        if (body.isPublic && !current.currentVersionId) {
-          throw new AppError('NO_PUBLISHED_VERSION', 'publish a version before making the prompt public')
-        }
-        patch.isPublic = body.isPublic
-      }
-      const updated = await store.updatePrompt(organizationId, current._id, patch)
-      if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
-      if (patch.isPublic !== undefined && patch.isPublic !== current.isPublic)
-        service.changed(updated, 'visibility')
-      return { ...publicPrompt(updated), ...(staleVariables ? { staleVariables } : {}) }
+      const { prompt, staleVariables } = await service.update(
+        requireOrganization(request),
+        request.params.id,
+        request.body,
+      )
+      return { ...publicPrompt(prompt), ...(staleVariables ? { staleVariables } : {}) }
     },
   )
 
-  app.delete('/api/v1/prompts/:id', { schema: { params: IdParams } }, async (request) => {
-    const organizationId = requireOrganization(request)
-    const deleted = await store.deletePrompt(organizationId, request.params.id)
-    if (!deleted) throw new AppError('NOT_FOUND', 'prompt not found')
-    service.changed({ _id: request.params.id, organizationId }, 'deleted')
-    return { _id: request.params.id, deleted: true }
-  })
+  app.delete(
+    '/api/v1/prompts/:id',
+    {
+      schema: {
+        params: IdParams,
+        querystring: OrgQuery,
+        response: { 200: Type.Object({ _id: ObjectId, deleted: Type.Literal(true) }) },
+      },
+    },
+    async (request) => {
+      await service.delete(requireOrganization(request), request.params.id)
+      return { _id: request.params.id, deleted: true as const }
+    },
+  )
+
+  app.get(
+    '/api/v1/prompts/:id/variables',
+    { schema: { params: IdParams, querystring: OrgQuery, response: { 200: VariableList } } },
+    async (request) => {
+      return (await service.get(requireOrganization(request), request.params.id)).variables
+    },
+  )
+
+  app.patch(
+    '/api/v1/prompts/:id/variables/:name',
+    { schema: { params: VariableParams, body: UpdateVariableRequest, response: { 200: Prompt } } },
+    async (request) => {
+      const prompt = await service.updateVariable(
+        requireOrganization(request),
+        request.params.id,
+        request.params.name,
+        request.body,
+      )
+      return publicPrompt(prompt)
+    },
+  )
 }

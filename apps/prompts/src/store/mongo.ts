@@ -1,7 +1,10 @@
+import type { EnvironmentName, Pin } from '@pm/contracts'
 import { isDuplicateKey } from '@pm/kit'
-import type { Collection, Db, Filter, MongoClient, Sort } from 'mongodb'
+import type { Collection, Db, Filter, MongoClient, Sort, UpdateFilter } from 'mongodb'
 import {
   DuplicateSlugError,
+  type ImportBatchRecord,
+  type ImportBatchUpdate,
   type OutboxRecord,
   type Page,
   type PromptFilter,
@@ -28,6 +31,7 @@ export class MongoPromptStore implements PromptStore {
   private readonly prompts: Collection<PromptRecord>
   private readonly versions: Collection<VersionRecord>
   private readonly outbox: Collection<OutboxRecord>
+  private readonly batches: Collection<ImportBatchRecord>
   private readonly ownsClient: boolean
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
@@ -37,6 +41,7 @@ export class MongoPromptStore implements PromptStore {
     this.prompts = this.db.collection('prompts')
     this.versions = this.db.collection('versions')
     this.outbox = this.db.collection('outbox')
+    this.batches = this.db.collection('import_batches')
   }
 
   async init(): Promise<void> {
@@ -47,6 +52,7 @@ export class MongoPromptStore implements PromptStore {
       this.versions.createIndex({ promptId: 1, version: 1 }, { unique: true }),
       this.versions.createIndex({ promptId: 1, publishedAt: -1 }),
       this.outbox.createIndex({ sentAt: 1, createdAt: 1 }),
+      this.batches.createIndex({ organizationId: 1, createdAt: -1 }),
     ])
   }
 
@@ -149,6 +155,18 @@ export class MongoPromptStore implements PromptStore {
     }
   }
 
+  async setPin(
+    organizationId: string,
+    id: string,
+    env: EnvironmentName,
+    pin: Pin,
+    updatedAt: string,
+  ): Promise<PromptRecord | null> {
+    // A dotted path sets one environment only: a concurrent promote of the other one is kept.
+    const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt }
+    return this.prompts.findOneAndUpdate({ _id: id, organizationId }, { $set }, { returnDocument: 'after' })
+  }
+
   async publish(
     organizationId: string,
     promptId: string,
@@ -222,12 +240,41 @@ export class MongoPromptStore implements PromptStore {
     return this.versions.findOne({ promptId, version })
   }
 
+  async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {
+    if (ids.length === 0) return []
+    return this.versions.find({ _id: { $in: ids } }).toArray()
+  }
+
   async pendingOutbox(limit: number): Promise<OutboxRecord[]> {
     return this.outbox.find({ sentAt: null }).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()
   }
 
   async markOutboxSent(id: string, at: string): Promise<void> {
     await this.outbox.updateOne({ _id: id }, { $set: { sentAt: at } })
+  }
+
+  async pruneOutbox(before: string): Promise<number> {
+    const result = await this.outbox.deleteMany({ sentAt: { $ne: null, $lt: before } })
+    return result.deletedCount
+  }
+
+  async createBatch(batch: ImportBatchRecord): Promise<void> {
+    await this.batches.insertOne({ ...batch })
+  }
+
+  async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
+    return this.batches.findOne({ _id: id, organizationId })
+  }
+
+  async updateBatch(id: string, u: ImportBatchUpdate): Promise<void> {
+    const $set: Partial<ImportBatchRecord> = { updatedAt: u.updatedAt }
+    if (u.status !== undefined) $set.status = u.status
+    if (u.created !== undefined) $set.created = u.created
+    if (u.failed !== undefined) $set.failed = u.failed
+    if (u.finishedAt !== undefined) $set.finishedAt = u.finishedAt
+    const update: UpdateFilter<ImportBatchRecord> = { $set }
+    if (u.appendErrors && u.appendErrors.length > 0) update.$push = { errors: { $each: u.appendErrors } }
+    await this.batches.updateOne({ _id: id }, update)
   }
 
   async check(): Promise<void> {

@@ -1,7 +1,10 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import { isUniqueViolation, openSqlite, transaction } from '@pm/kit'
+import type { EnvironmentName, Pin } from '@pm/contracts'
 import {
   DuplicateSlugError,
+  type ImportBatchRecord,
+  type ImportBatchUpdate,
   type OutboxRecord,
   type Page,
   type PromptFilter,
@@ -29,6 +32,10 @@ const SCHEMA = [
     id TEXT PRIMARY KEY, subject TEXT NOT NULL, msg_id TEXT NOT NULL, payload TEXT NOT NULL,
     created_at TEXT NOT NULL, sent_at TEXT)`,
   'CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(sent_at, created_at)',
+  `CREATE TABLE IF NOT EXISTS import_batches (
+    id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, created_by TEXT NOT NULL, status TEXT NOT NULL,
+    total INTEGER NOT NULL, created INTEGER NOT NULL, failed INTEGER NOT NULL, errors TEXT NOT NULL,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT)`,
 ]
 
 type Row = Record<string, SQLInputValue>
@@ -78,6 +85,22 @@ function toOutbox(r: Row): OutboxRecord {
     payload: JSON.parse(s(r.payload)),
     createdAt: s(r.created_at),
     sentAt: r.sent_at === null ? null : s(r.sent_at),
+  }
+}
+
+function toBatch(r: Row): ImportBatchRecord {
+  return {
+    _id: s(r.id),
+    organizationId: s(r.organization_id),
+    createdBy: s(r.created_by),
+    status: s(r.status) as ImportBatchRecord['status'],
+    total: Number(r.total),
+    created: Number(r.created),
+    failed: Number(r.failed),
+    errors: JSON.parse(s(r.errors)) as ImportBatchRecord['errors'],
+    createdAt: s(r.created_at),
+    updatedAt: s(r.updated_at),
+    finishedAt: r.finished_at === null ? null : s(r.finished_at),
   }
 }
 
@@ -285,6 +308,24 @@ export class SqlitePromptStore implements PromptStore {
     })
   }
 
+  async setPin(
+    organizationId: string,
+    id: string,
+    env: EnvironmentName,
+    pin: Pin,
+    updatedAt: string,
+  ): Promise<PromptRecord | null> {
+    // json_set on the one key: a concurrent promote of the other environment is not overwritten.
+    const result = this.db
+      .prepare(
+        `UPDATE prompts SET environments = json_set(environments, ?, json(?)), updated_at = ?
+         WHERE id = ? AND organization_id = ?`,
+      )
+      .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
+    if (result.changes === 0) return null
+    return this.getPrompt(organizationId, id)
+  }
+
   async publish(
     organizationId: string,
     promptId: string,
@@ -338,6 +379,13 @@ export class SqlitePromptStore implements PromptStore {
     return r ? toVersion(r) : null
   }
 
+  async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {
+    if (ids.length === 0) return []
+    return this.all(`SELECT * FROM versions WHERE id IN (${ids.map(() => '?').join(', ')})`, ...ids).map(
+      toVersion,
+    )
+  }
+
   async pendingOutbox(limit: number): Promise<OutboxRecord[]> {
     return this.all('SELECT * FROM outbox WHERE sent_at IS NULL ORDER BY created_at, id LIMIT ?', limit).map(
       toOutbox,
@@ -346,6 +394,71 @@ export class SqlitePromptStore implements PromptStore {
 
   async markOutboxSent(id: string, at: string): Promise<void> {
     this.db.prepare('UPDATE outbox SET sent_at = ? WHERE id = ?').run(at, id)
+  }
+
+  async pruneOutbox(before: string): Promise<number> {
+    const result = this.db.prepare('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
+    return Number(result.changes)
+  }
+
+  async createBatch(b: ImportBatchRecord): Promise<void> {
+    this.db
+      .prepare(
+        `INSERT INTO import_batches (id, organization_id, created_by, status, total, created, failed, errors,
+         created_at, updated_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        b._id,
+        b.organizationId,
+        b.createdBy,
+        b.status,
+        b.total,
+        b.created,
+        b.failed,
+        JSON.stringify(b.errors),
+        b.createdAt,
+        b.updatedAt,
+        b.finishedAt,
+      )
+  }
+
+  async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
+    const r = this.one(
+      'SELECT * FROM import_batches WHERE id = ? AND organization_id = ?',
+      id,
+      organizationId,
+    )
+    return r ? toBatch(r) : null
+  }
+
+  async updateBatch(id: string, u: ImportBatchUpdate): Promise<void> {
+    const sets = ['updated_at = ?']
+    const params: SQLInputValue[] = [u.updatedAt]
+    if (u.status !== undefined) {
+      sets.push('status = ?')
+      params.push(u.status)
+    }
+    if (u.created !== undefined) {
+      sets.push('created = ?')
+      params.push(u.created)
+    }
+    if (u.failed !== undefined) {
+      sets.push('failed = ?')
+      params.push(u.failed)
+    }
+    if (u.finishedAt !== undefined) {
+      sets.push('finished_at = ?')
+      params.push(u.finishedAt)
+    }
+    transaction(this.db, () => {
+      if (u.appendErrors && u.appendErrors.length > 0) {
+        const r = this.one('SELECT errors FROM import_batches WHERE id = ?', id)
+        const errors = r ? (JSON.parse(s(r.errors)) as ImportBatchRecord['errors']) : []
+        sets.push('errors = ?')
+        params.push(JSON.stringify([...errors, ...u.appendErrors]))
+      }
+      this.db.prepare(`UPDATE import_batches SET ${sets.join(', ')} WHERE id = ?`).run(...params, id)
+    })
   }
 
   async check(): Promise<void> {

@@ -1,4 +1,12 @@
-import type { Author, Pin, Variable, VersionStatus } from '@pm/contracts'
+import type {
+  Author,
+  EnvironmentName,
+  ImportRowError,
+  ImportStatus,
+  Pin,
+  Variable,
+  VersionStatus,
+} from '@pm/contracts'
 
 export interface PromptRecord {
   _id: string
@@ -39,6 +47,31 @@ export interface OutboxRecord {
   payload: unknown
   createdAt: string
   sentAt: string | null
+}
+
+/** A CSV import: its progress is kept here so any replica can answer the status route. */
+export interface ImportBatchRecord {
+  _id: string
+  organizationId: string
+  createdBy: string
+  status: ImportStatus
+  total: number
+  created: number
+  failed: number
+  errors: ImportRowError[]
+  createdAt: string
+  updatedAt: string
+  finishedAt: string | null
+}
+
+export interface ImportBatchUpdate {
+  status?: ImportStatus
+  created?: number
+  failed?: number
+  /** Appended to the batch's errors (rows that failed while being written). */
+  appendErrors?: ImportRowError[]
+  updatedAt: string
+  finishedAt?: string
 }
 
 export interface PromptFilter {
@@ -91,6 +124,14 @@ export interface PromptStore {
   updatePrompt(organizationId: string, id: string, patch: PromptPatch): Promise<PromptRecord | null>
   /** Removes the prompt and its versions; false when it was not there. */
   deletePrompt(organizationId: string, id: string): Promise<boolean>
+  /** Sets one environment's pin without touching the other (two promotes at once both land). */
+  setPin(
+    organizationId: string,
+    id: string,
+    env: EnvironmentName,
+    pin: Pin,
+    updatedAt: string,
+  ): Promise<PromptRecord | null>
 
   publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null>
   /** Writes a forked prompt with its first version and event, atomically. */
@@ -98,9 +139,17 @@ export interface PromptStore {
   listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]>
   getVersion(promptId: string, versionId: string): Promise<VersionRecord | null>
   getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null>
+  /** The versions with these ids (any prompt), in no particular order. */
+  getVersionsByIds(ids: string[]): Promise<VersionRecord[]>
 
   pendingOutbox(limit: number): Promise<OutboxRecord[]>
   markOutboxSent(id: string, at: string): Promise<void>
+  /** Forgets events sent before `before` (long past JetStream's duplicate window). */
+  pruneOutbox(before: string): Promise<number>
+
+  createBatch(batch: ImportBatchRecord): Promise<void>
+  getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null>
+  updateBatch(id: string, update: ImportBatchUpdate): Promise<void>
 
   check(): Promise<void>
   close(): Promise<void>

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { request } from 'undici'
-import { checkTargetUrl, pinnedDispatcher, type ResolvedAddress, SsrfError } from './ssrf.ts'
+import { checkTargetUrl, type HostLookup, pinnedDispatcher, type ResolvedAddress, SsrfError } from './ssrf.ts'
 
 export interface DeliveryRequest {
   url: string
@@ -12,6 +12,8 @@ export interface DeliveryRequest {
    * `checkTargetUrl` result, or a test's). They are checked again all the same.
    */
   addresses?: ResolvedAddress[]
+  /** Resolver for the URL's host name when `addresses` is not given (default: the system's). */
+  lookup?: HostLookup
   allowPrivate: boolean
   /** Deadline for the whole exchange: connect, headers and the (capped) body. */
   timeoutMs?: number
@@ -56,7 +58,7 @@ export async function sendDelivery(req: DeliveryRequest): Promise<DeliveryResult
     const fixed = req.addresses
     target = await checkTargetUrl(req.url, {
       allowPrivate: req.allowPrivate,
-      ...(fixed ? { lookup: async () => fixed } : {}),
+      ...(fixed ? { lookup: async () => fixed } : req.lookup ? { lookup: req.lookup } : {}),
     })
   } catch (err) {
     return { status: null, responseBody: '', error: describeError(err, timeoutMs), durationMs: elapsed() }

@@ -148,7 +148,8 @@ export async function promoteCommand(ctx: Context, args: string[]): Promise<numb
   return 0
 }
 
-const FINISHED = new Set<ImportBatch['status']>(['COMPLETED', 'FAILED'])
+/** `completed` even with bad rows; `failed` when the writer died (the rows it left are errors). */
+const FINISHED = new Set<ImportBatch['status']>(['completed', 'failed'])
 
 /** `pm import <file.csv>`: upload, then follow the batch with a progress bar. */
 export async function importCommand(ctx: Context, args: string[]): Promise<number> {
@@ -172,7 +173,7 @@ export async function importCommand(ctx: Context, args: string[]): Promise<numbe
   let batch = await client.api.getImportBatch({ params: { batchId: accepted.batchId } })
   for (;;) {
     bar.update(batch.created + batch.failed, batch.total, `created ${batch.created}, failed ${batch.failed}`)
-    if (FINISHED.has(batch.status) || (batch.total > 0 && batch.created + batch.failed >= batch.total)) break
+    if (FINISHED.has(batch.status)) break
     await new Promise((resolve) => setTimeout(resolve, interval))
     batch = await client.api.getImportBatch({ params: { batchId: accepted.batchId } })
   }
@@ -180,12 +181,12 @@ export async function importCommand(ctx: Context, args: string[]): Promise<numbe
   const errors = batch.errors.map((e) => `  row ${e.row}: ${e.message}`)
   ctx.print(
     [
-      `Import ${accepted.batchId} ${batch.status.toLowerCase()}: ${batch.created} created, ${batch.failed} failed of ${batch.total}.`,
+      `Import ${accepted.batchId} ${batch.status}: ${batch.created} created, ${batch.failed} failed of ${batch.total}.`,
       ...errors,
     ].join('\n'),
     batch,
   )
-  return batch.failed > 0 || batch.status === 'FAILED' ? 1 : 0
+  return batch.failed > 0 || batch.status === 'failed' ? 1 : 0
 }
 
 function parseVars(pairs: string[], json: string | undefined): Record<string, unknown> {

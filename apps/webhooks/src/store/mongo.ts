@@ -1,0 +1,284 @@
+import type { DeliveryStatus } from '@pm/contracts'
+import { type Collection, type Db, type Filter, type MongoClient, MongoBulkWriteError } from 'mongodb'
+import type {
+  AttemptRecord,
+  DeliveryOutcome,
+  DeliveryRecord,
+  Page,
+  SubscriptionPatch,
+  SubscriptionRecord,
+  WebhookStore,
+} from './types.ts'
+
+/** Due for a worker at `now`: waiting, and nobody's lease is still running. */
+function claimable(now: string): Filter<DeliveryRecord> {
+  return {
+    status: 'PENDING',
+    nextAttemptAt: { $lte: now },
+    $or: [{ leaseUntil: null }, { leaseUntil: { $lte: now } }],
+  }
+}
+
+/**
+ * MongoDB implementation: string `_id`s (the services' 24-hex ids); the unique index on
+ * (eventId, subscriptionId) is what makes delivery creation idempotent; claims are single-
+ * document `findOneAndUpdate`s, so two workers never hold the same delivery. Multi-document
+ * writes run in transactions (replica set required, as for the other services). Indexes are
+ * created by `init()` at start-up.
+ */
+export class MongoWebhookStore implements WebhookStore {
+  private readonly client: MongoClient
+  private readonly db: Db
+  private readonly subscriptions: Collection<SubscriptionRecord>
+  private readonly deliveries: Collection<DeliveryRecord>
+  private readonly attempts: Collection<AttemptRecord>
+  private readonly ownsClient: boolean
+
+  constructor(client: MongoClient, dbName: string, ownsClient = true) {
+    this.client = client
+    this.ownsClient = ownsClient
+    this.db = client.db(dbName)
+    this.subscriptions = this.db.collection('subscriptions')
+    this.deliveries = this.db.collection('deliveries')
+    this.attempts = this.db.collection('attempts')
+  }
+
+  async init(): Promise<void> {
+    await Promise.all([
+      this.subscriptions.createIndex({ organizationId: 1, createdAt: 1 }),
+      this.deliveries.createIndex({ eventId: 1, subscriptionId: 1 }, { unique: true }),
+      this.deliveries.createIndex({ status: 1, nextAttemptAt: 1 }),
+      this.deliveries.createIndex({ subscriptionId: 1, createdAt: -1 }),
+      this.attempts.createIndex({ deliveryId: 1, number: 1 }),
+      this.attempts.createIndex({ subscriptionId: 1 }),
+    ])
+  }
+
+  async createSubscription(sub: SubscriptionRecord): Promise<void> {
+    await this.subscriptions.insertOne({ ...sub })
+  }
+
+  async getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null> {
+    return this.subscriptions.findOne({ _id: id, organizationId })
+  }
+
+  async getSubscriptionById(id: string): Promise<SubscriptionRecord | null> {
+    return this.subscriptions.findOne({ _id: id })
+  }
+
+  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
+    return this.subscriptions.find({ organizationId }).sort({ createdAt: 1, _id: 1 }).toArray()
+  }
+
+  async countSubscriptions(organizationId: string): Promise<number> {
+    return this.subscriptions.countDocuments({ organizationId })
+  }
+
+  async subscriptionsFor(organizationId: string, eventType: string): Promise<SubscriptionRecord[]> {
+    // `events: eventType` matches documents whose events array contains it.
+    return this.subscriptions
+      .find({ organizationId, active: true, events: eventType })
+      .sort({ createdAt: 1, _id: 1 })
+      .toArray()
+  }
+
+  async updateSubscription(
+    organizationId: string,
+    id: string,
+    patch: SubscriptionPatch,
+  ): Promise<SubscriptionRecord | null> {
+    const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
+    return this.subscriptions.findOneAndUpdate(
+      { _id: id, organizationId },
+      { $set },
+      { returnDocument: 'after' },
+    )
+  }
+
+  async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
+    const session = this.client.startSession()
+    try {
+      let deleted = false
+      await session.withTransaction(async () => {
+        const result = await this.subscriptions.deleteOne({ _id: id, organizationId }, { session })
+        deleted = result.deletedCount === 1
+        if (deleted) {
+          await this.attempts.deleteMany({ subscriptionId: id }, { session })
+          await this.deliveries.deleteMany({ subscriptionId: id }, { session })
+        }
+      })
+      return deleted
+    } finally {
+      await session.endSession()
+    }
+  }
+
+  async createDeliveries(deliveries: DeliveryRecord[]): Promise<number> {
+    if (deliveries.length === 0) return 0
+    try {
+      // Unordered: a duplicate (eventId, subscriptionId) fails alone and the others go in.
+      const result = await this.deliveries.insertMany(
+        deliveries.map((d) => ({ ...d })),
+        { ordered: false },
+      )
+      return result.insertedCount
+    } catch (err) {
+      if (err instanceof MongoBulkWriteError) {
+        const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
+        if (errors.every((e) => e.code === 11000)) return err.insertedCount
+      }
+      throw err
+    }
+  }
+
+  async getDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+  ): Promise<DeliveryRecord | null> {
+    return this.deliveries.findOne({ _id: id, organizationId, subscriptionId })
+  }
+
+  async listDeliveries(
+    organizationId: string,
+    subscriptionId: string,
+    status: DeliveryStatus | undefined,
+    page: Page,
+  ): Promise<{ deliveries: DeliveryRecord[]; total: number }> {
+    const filter: Filter<DeliveryRecord> = { organizationId, subscriptionId }
+    if (status) filter.status = status
+    const [deliveries, total] = await Promise.all([
+      this.deliveries
+        .find(filter)
+        .sort({ createdAt: -1, _id: -1 })
+        .skip((page.page - 1) * page.limit)
+        .limit(page.limit)
+        .toArray(),
+      this.deliveries.countDocuments(filter),
+    ])
+    return { deliveries, total }
+  }
+
+  async listAttempts(deliveryIds: string[]): Promise<AttemptRecord[]> {
+    if (deliveryIds.length === 0) return []
+    return this.attempts
+      .find({ deliveryId: { $in: deliveryIds } })
+      .sort({ deliveryId: 1, number: 1, attemptedAt: 1 })
+      .toArray()
+  }
+
+  async claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]> {
+    const claimed: DeliveryRecord[] = []
+    // One document at a time: each findOneAndUpdate is atomic, so a delivery is claimed once.
+    while (claimed.length < limit) {
+      const doc = await this.deliveries.findOneAndUpdate(
+        claimable(now),
+        { $set: { leaseToken: token, leaseUntil } },
+        { sort: { nextAttemptAt: 1, _id: 1 }, returnDocument: 'after' },
+      )
+      if (!doc) break
+      claimed.push(doc)
+    }
+    return claimed
+  }
+
+  async nextDueAt(): Promise<string | null> {
+    const next = await this.deliveries.findOne(
+      { status: 'PENDING', nextAttemptAt: { $ne: null } },
+      { sort: { nextAttemptAt: 1 }, projection: { nextAttemptAt: 1 } },
+    )
+    return next?.nextAttemptAt ?? null
+  }
+
+  async recordAttempt(
+    deliveryId: string,
+    token: string,
+    attempt: AttemptRecord | null,
+    o: DeliveryOutcome,
+  ): Promise<boolean> {
+    const session = this.client.startSession()
+    try {
+      let applied = false
+      await session.withTransaction(async () => {
+        if (attempt) await this.attempts.insertOne({ ...attempt }, { session })
+        const result = await this.deliveries.updateOne(
+          { _id: deliveryId, leaseToken: token },
+          {
+            $set: {
+              status: o.status,
+              attemptCount: o.attemptCount,
+              nextAttemptAt: o.nextAttemptAt,
+              lastStatusCode: o.lastStatusCode,
+              lastError: o.lastError,
+              deliveredAt: o.deliveredAt,
+              updatedAt: o.updatedAt,
+              leaseToken: null,
+              leaseUntil: null,
+            },
+          },
+          { session },
+        )
+        applied = result.modifiedCount === 1
+      })
+      return applied
+    } finally {
+      await session.endSession()
+    }
+  }
+
+  async requeueDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+    now: string,
+  ): Promise<DeliveryRecord | 'leased' | null> {
+    // An update pipeline, so that roundStart can be set from the document's own attemptCount.
+    const updated = await this.deliveries.findOneAndUpdate(
+      {
+        _id: id,
+        organizationId,
+        subscriptionId,
+        $or: [{ leaseUntil: null }, { leaseUntil: { $lte: now } }],
+      },
+      [
+        {
+          $set: {
+            status: 'PENDING',
+            roundStart: '$attemptCount',
+            nextAttemptAt: now,
+            leaseToken: null,
+            leaseUntil: null,
+            updatedAt: now,
+          },
+        },
+      ],
+      { returnDocument: 'after' },
+    )
+    if (updated) return updated
+    const exists = await this.deliveries.countDocuments(
+      { _id: id, organizationId, subscriptionId },
+      { limit: 1 },
+    )
+    return exists > 0 ? 'leased' : null
+  }
+
+  async failPending(subscriptionId: string, reason: string, now: string): Promise<number> {
+    const result = await this.deliveries.updateMany(
+      {
+        subscriptionId,
+        status: 'PENDING',
+        $or: [{ leaseUntil: null }, { leaseUntil: { $lte: now } }],
+      },
+      { $set: { status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now } },
+    )
+    return result.modifiedCount
+  }
+
+  async check(): Promise<void> {
+    await this.db.command({ ping: 1 })
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient) await this.client.close()
+  }
+}

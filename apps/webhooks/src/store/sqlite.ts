@@ -1,0 +1,413 @@
+import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
+import type { DeliveryStatus } from '@pm/contracts'
+import { openSqlite, transaction } from '@pm/kit'
+import type {
+  AttemptRecord,
+  DeliveryOutcome,
+  DeliveryRecord,
+  Page,
+  SubscriptionPatch,
+  SubscriptionRecord,
+  WebhookStore,
+} from './types.ts'
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS subscriptions (
+    id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,
+    active INTEGER NOT NULL, secret TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+    disabled_at TEXT, disabled_reason TEXT)`,
+  'CREATE INDEX IF NOT EXISTS subscriptions_org ON subscriptions(organization_id, created_at)',
+  `CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, subscription_id TEXT NOT NULL,
+    event_id TEXT NOT NULL, event_type TEXT NOT NULL, body TEXT NOT NULL, status TEXT NOT NULL,
+    attempt_count INTEGER NOT NULL, round_start INTEGER NOT NULL, next_attempt_at TEXT,
+    lease_token TEXT, lease_until TEXT, last_status_code INTEGER, last_error TEXT,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, delivered_at TEXT,
+    UNIQUE (event_id, subscription_id))`,
+  // The worker's query: due PENDING deliveries, earliest first.
+  'CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(status, next_attempt_at)',
+  'CREATE INDEX IF NOT EXISTS deliveries_sub ON deliveries(subscription_id, created_at DESC)',
+  `CREATE TABLE IF NOT EXISTS attempts (
+    id TEXT PRIMARY KEY, delivery_id TEXT NOT NULL, subscription_id TEXT NOT NULL, number INTEGER NOT NULL,
+    attempted_at TEXT NOT NULL, status_code INTEGER, success INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
+    response_body TEXT NOT NULL, error TEXT)`,
+  'CREATE INDEX IF NOT EXISTS attempts_delivery ON attempts(delivery_id, number)',
+  'CREATE INDEX IF NOT EXISTS attempts_sub ON attempts(subscription_id)',
+]
+
+type Row = Record<string, SQLInputValue>
+const s = (v: unknown): string => String(v)
+const sOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+const nOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
+
+function toSubscription(r: Row): SubscriptionRecord {
+  return {
+    _id: s(r.id),
+    organizationId: s(r.organization_id),
+    url: s(r.url),
+    events: JSON.parse(s(r.events)) as string[],
+    active: r.active === 1,
+    secret: s(r.secret),
+    createdAt: s(r.created_at),
+    updatedAt: s(r.updated_at),
+    disabledAt: sOrNull(r.disabled_at),
+    disabledReason: sOrNull(r.disabled_reason),
+  }
+}
+
+function toDelivery(r: Row): DeliveryRecord {
+  return {
+    _id: s(r.id),
+    organizationId: s(r.organization_id),
+    subscriptionId: s(r.subscription_id),
+    eventId: s(r.event_id),
+    eventType: s(r.event_type),
+    body: s(r.body),
+    status: s(r.status) as DeliveryStatus,
+    attemptCount: Number(r.attempt_count),
+    roundStart: Number(r.round_start),
+    nextAttemptAt: sOrNull(r.next_attempt_at),
+    leaseToken: sOrNull(r.lease_token),
+    leaseUntil: sOrNull(r.lease_until),
+    lastStatusCode: nOrNull(r.last_status_code),
+    lastError: sOrNull(r.last_error),
+    createdAt: s(r.created_at),
+    updatedAt: s(r.updated_at),
+    deliveredAt: sOrNull(r.delivered_at),
+  }
+}
+
+function toAttempt(r: Row): AttemptRecord {
+  return {
+    _id: s(r.id),
+    deliveryId: s(r.delivery_id),
+    subscriptionId: s(r.subscription_id),
+    number: Number(r.number),
+    attemptedAt: s(r.attempted_at),
+    statusCode: nOrNull(r.status_code),
+    success: r.success === 1,
+    durationMs: Number(r.duration_ms),
+    responseBody: s(r.response_body),
+    error: sOrNull(r.error),
+  }
+}
+
+const COLUMNS: Record<keyof SubscriptionPatch, string> = {
+  url: 'url',
+  events: 'events',
+  active: 'active',
+  disabledAt: 'disabled_at',
+  disabledReason: 'disabled_reason',
+  updatedAt: 'updated_at',
+}
+
+/** SQLite implementation (node:sqlite). Every multi-row change runs in one IMMEDIATE transaction. */
+export class SqliteWebhookStore implements WebhookStore {
+  private readonly db: DatabaseSync
+
+  constructor(file: string) {
+    this.db = openSqlite(file, SCHEMA)
+  }
+
+  private one(sql: string, ...params: SQLInputValue[]): Row | undefined {
+    return this.db.prepare(sql).get(...params) as Row | undefined
+  }
+  private all(sql: string, ...params: SQLInputValue[]): Row[] {
+    return this.db.prepare(sql).all(...params) as Row[]
+  }
+  private run(sql: string, ...params: SQLInputValue[]): number {
+    return Number(this.db.prepare(sql).run(...params).changes)
+  }
+
+  async createSubscription(sub: SubscriptionRecord): Promise<void> {
+    this.run(
+      `INSERT INTO subscriptions (id, organization_id, url, events, active, secret, created_at, updated_at,
+       disabled_at, disabled_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      sub._id,
+      sub.organizationId,
+      sub.url,
+      JSON.stringify(sub.events),
+      sub.active ? 1 : 0,
+      sub.secret,
+      sub.createdAt,
+      sub.updatedAt,
+      sub.disabledAt,
+      sub.disabledReason,
+    )
+  }
+
+  async getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null> {
+    const r = this.one('SELECT * FROM subscriptions WHERE id = ? AND organization_id = ?', id, organizationId)
+    return r ? toSubscription(r) : null
+  }
+
+  async getSubscriptionById(id: string): Promise<SubscriptionRecord | null> {
+    const r = this.one('SELECT * FROM subscriptions WHERE id = ?', id)
+    return r ? toSubscription(r) : null
+  }
+
+  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
+    return this.all(
+      'SELECT * FROM subscriptions WHERE organization_id = ? ORDER BY created_at, id',
+      organizationId,
+    ).map(toSubscription)
+  }
+
+  async countSubscriptions(organizationId: string): Promise<number> {
+    return Number(
+      this.one('SELECT COUNT(*) AS n FROM subscriptions WHERE organization_id = ?', organizationId)?.n ?? 0,
+    )
+  }
+
+  async subscriptionsFor(organizationId: string, eventType: string): Promise<SubscriptionRecord[]> {
+    return this.all(
+      `SELECT * FROM subscriptions WHERE organization_id = ? AND active = 1
+       AND EXISTS (SELECT 1 FROM json_each(subscriptions.events) WHERE value = ?) ORDER BY created_at, id`,
+      organizationId,
+      eventType,
+    ).map(toSubscription)
+  }
+
+  async updateSubscription(
+    organizationId: string,
+    id: string,
+    patch: SubscriptionPatch,
+  ): Promise<SubscriptionRecord | null> {
+    const sets: string[] = []
+    const params: SQLInputValue[] = []
+    for (const [key, value] of Object.entries(patch) as [keyof SubscriptionPatch, unknown][]) {
+      if (value === undefined) continue
+      sets.push(`${COLUMNS[key]} = ?`)
+      if (key === 'events') params.push(JSON.stringify(value))
+      else if (key === 'active') params.push(value ? 1 : 0)
+      else params.push(value as SQLInputValue)
+    }
+    return transaction(this.db, () => {
+      const changed = this.run(
+        `UPDATE subscriptions SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`,
+        ...params,
+        id,
+        organizationId,
+      )
+      if (changed === 0) return null
+      const r = this.one('SELECT * FROM subscriptions WHERE id = ?', id)
+      return r ? toSubscription(r) : null
+    })
+  }
+
+  async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
+    return transaction(this.db, () => {
+      const deleted = this.run(
+        'DELETE FROM subscriptions WHERE id = ? AND organization_id = ?',
+        id,
+        organizationId,
+      )
+      if (deleted === 0) return false
+      this.run('DELETE FROM attempts WHERE subscription_id = ?', id)
+      this.run('DELETE FROM deliveries WHERE subscription_id = ?', id)
+      return true
+    })
+  }
+
+  async createDeliveries(deliveries: DeliveryRecord[]): Promise<number> {
+    if (deliveries.length === 0) return 0
+    const insert = this.db.prepare(
+      `INSERT INTO deliveries (id, organization_id, subscription_id, event_id, event_type, body, status,
+       attempt_count, round_start, next_attempt_at, lease_token, lease_until, last_status_code, last_error,
+       created_at, updated_at, delivered_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (event_id, subscription_id) DO NOTHING`,
+    )
+    return transaction(this.db, () => {
+      let inserted = 0
+      for (const d of deliveries) {
+        inserted += Number(
+          insert.run(
+            d._id,
+            d.organizationId,
+            d.subscriptionId,
+            d.eventId,
+            d.eventType,
+            d.body,
+            d.status,
+            d.attemptCount,
+            d.roundStart,
+            d.nextAttemptAt,
+            d.leaseToken,
+            d.leaseUntil,
+            d.lastStatusCode,
+            d.lastError,
+            d.createdAt,
+            d.updatedAt,
+            d.deliveredAt,
+          ).changes,
+        )
+      }
+      return inserted
+    })
+  }
+
+  async getDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+  ): Promise<DeliveryRecord | null> {
+    const r = this.one(
+      'SELECT * FROM deliveries WHERE id = ? AND organization_id = ? AND subscription_id = ?',
+      id,
+      organizationId,
+      subscriptionId,
+    )
+    return r ? toDelivery(r) : null
+  }
+
+  async listDeliveries(
+    organizationId: string,
+    subscriptionId: string,
+    status: DeliveryStatus | undefined,
+    page: Page,
+  ): Promise<{ deliveries: DeliveryRecord[]; total: number }> {
+    const where = ['organization_id = ?', 'subscription_id = ?']
+    const params: SQLInputValue[] = [organizationId, subscriptionId]
+    if (status) {
+      where.push('status = ?')
+      params.push(status)
+    }
+    const clause = where.join(' AND ')
+    const total = Number(this.one(`SELECT COUNT(*) AS n FROM deliveries WHERE ${clause}`, ...params)?.n ?? 0)
+    const rows = this.all(
+      `SELECT * FROM deliveries WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+      ...params,
+      page.limit,
+      (page.page - 1) * page.limit,
+    )
+    return { deliveries: rows.map(toDelivery), total }
+  }
+
+  async listAttempts(deliveryIds: string[]): Promise<AttemptRecord[]> {
+    if (deliveryIds.length === 0) return []
+    return this.all(
+      `SELECT * FROM attempts WHERE delivery_id IN (${deliveryIds.map(() => '?').join(', ')})
+       ORDER BY delivery_id, number, attempted_at`,
+      ...deliveryIds,
+    ).map(toAttempt)
+  }
+
+  async claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]> {
+    return transaction(this.db, () => {
+      const ids = this.all(
+        `SELECT id FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= ?
+         AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at, id LIMIT ?`,
+        now,
+        now,
+        limit,
+      ).map((r) => s(r.id))
+      if (ids.length === 0) return []
+      const marks = ids.map(() => '?').join(', ')
+      this.run(
+        `UPDATE deliveries SET lease_token = ?, lease_until = ? WHERE id IN (${marks})`,
+        token,
+        leaseUntil,
+        ...ids,
+      )
+      return this.all(
+        `SELECT * FROM deliveries WHERE id IN (${marks}) ORDER BY next_attempt_at, id`,
+        ...ids,
+      ).map(toDelivery)
+    })
+  }
+
+  async nextDueAt(): Promise<string | null> {
+    const r = this.one(
+      "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE status = 'PENDING' AND next_attempt_at IS NOT NULL",
+    )
+    return sOrNull(r?.at)
+  }
+
+  async recordAttempt(
+    deliveryId: string,
+    token: string,
+    attempt: AttemptRecord | null,
+    o: DeliveryOutcome,
+  ): Promise<boolean> {
+    return transaction(this.db, () => {
+      if (attempt) {
+        this.run(
+          `INSERT INTO attempts (id, delivery_id, subscription_id, number, attempted_at, status_code, success,
+           duration_ms, response_body, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          attempt._id,
+          attempt.deliveryId,
+          attempt.subscriptionId,
+          attempt.number,
+          attempt.attemptedAt,
+          attempt.statusCode,
+          attempt.success ? 1 : 0,
+          attempt.durationMs,
+          attempt.responseBody,
+          attempt.error,
+        )
+      }
+      const changed = this.run(
+        `UPDATE deliveries SET status = ?, attempt_count = ?, next_attempt_at = ?, last_status_code = ?,
+         last_error = ?, delivered_at = ?, updated_at = ?, lease_token = NULL, lease_until = NULL
+         WHERE id = ? AND lease_token = ?`,
+        o.status,
+        o.attemptCount,
+        o.nextAttemptAt,
+        o.lastStatusCode,
+        o.lastError,
+        o.deliveredAt,
+        o.updatedAt,
+        deliveryId,
+        token,
+      )
+      return changed === 1
+    })
+  }
+
+  async requeueDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+    now: string,
+  ): Promise<DeliveryRecord | 'leased' | null> {
+    return transaction(this.db, () => {
+      const r = this.one(
+        'SELECT * FROM deliveries WHERE id = ? AND organization_id = ? AND subscription_id = ?',
+        id,
+        organizationId,
+        subscriptionId,
+      )
+      if (!r) return null
+      const d = toDelivery(r)
+      if (d.leaseUntil !== null && d.leaseUntil > now) return 'leased'
+      this.run(
+        `UPDATE deliveries SET status = 'PENDING', round_start = attempt_count, next_attempt_at = ?,
+         lease_token = NULL, lease_until = NULL, updated_at = ? WHERE id = ?`,
+        now,
+        now,
+        id,
+      )
+      const after = this.one('SELECT * FROM deliveries WHERE id = ?', id)
+      return after ? toDelivery(after) : null
+    })
+  }
+
+  async failPending(subscriptionId: string, reason: string, now: string): Promise<number> {
+    return this.run(
+      `UPDATE deliveries SET status = 'FAILED', next_attempt_at = NULL, last_error = ?, updated_at = ?
+       WHERE subscription_id = ? AND status = 'PENDING' AND (lease_until IS NULL OR lease_until <= ?)`,
+      reason,
+      now,
+      subscriptionId,
+      now,
+    )
+  }
+
+  async check(): Promise<void> {
+    this.one('SELECT 1 AS ok')
+  }
+
+  async close(): Promise<void> {
+    if (this.db.isOpen) this.db.close()
+  }
+}

@@ -1,0 +1,145 @@
+import type { DeliveryStatus } from '@pm/contracts'
+
+export interface SubscriptionRecord {
+  _id: string
+  organizationId: string
+  url: string
+  events: string[]
+  active: boolean
+  /** `whsec_...`: kept as is because every delivery is signed with it. */
+  secret: string
+  createdAt: string
+  updatedAt: string
+  disabledAt: string | null
+  disabledReason: string | null
+}
+
+export type SubscriptionPatch = Partial<
+  Pick<SubscriptionRecord, 'url' | 'events' | 'active' | 'disabledAt' | 'disabledReason'>
+> & { updatedAt: string }
+
+export interface DeliveryRecord {
+  _id: string
+  organizationId: string
+  subscriptionId: string
+  eventId: string
+  eventType: string
+  /** The exact bytes sent at every attempt (the signatures cover them). */
+  body: string
+  status: DeliveryStatus
+  attemptCount: number
+  /**
+   * attemptCount when the current retry round began (0, or the count at the last
+   * redelivery): the retry schedule is indexed by the attempts made since.
+   */
+  roundStart: number
+  /** ISO-8601 (UTC, milliseconds): compared as strings, which orders them in time. */
+  nextAttemptAt: string | null
+  /** A worker's claim: only the holder of `leaseToken` may record the outcome until `leaseUntil`. */
+  leaseToken: string | null
+  leaseUntil: string | null
+  lastStatusCode: number | null
+  lastError: string | null
+  createdAt: string
+  updatedAt: string
+  deliveredAt: string | null
+}
+
+export interface AttemptRecord {
+  _id: string
+  deliveryId: string
+  subscriptionId: string
+  number: number
+  attemptedAt: string
+  statusCode: number | null
+  success: boolean
+  durationMs: number
+  responseBody: string
+  error: string | null
+}
+
+/** What an attempt changes on its delivery. */
+export type DeliveryOutcome = Pick<
+  DeliveryRecord,
+  'status' | 'attemptCount' | 'nextAttemptAt' | 'lastStatusCode' | 'lastError' | 'deliveredAt' | 'updatedAt'
+>
+
+export interface Page {
+  page: number
+  limit: number
+}
+
+/**
+ * The webhooks service's data: subscriptions, deliveries (one per event and subscription,
+ * enforced by a unique index) and the attempts of each delivery. Deliveries double as the
+ * work queue: a worker claims due ones with a lease, so a restart picks up pending retries
+ * and replicas never send the same attempt twice.
+ */
+export interface WebhookStore {
+  createSubscription(sub: SubscriptionRecord): Promise<void>
+  getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null>
+  /** Without a workspace check: for the delivery worker. */
+  getSubscriptionById(id: string): Promise<SubscriptionRecord | null>
+  /** Oldest first. */
+  listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]>
+  countSubscriptions(organizationId: string): Promise<number>
+  /** Active subscriptions of the workspace that asked for this event type. */
+  subscriptionsFor(organizationId: string, eventType: string): Promise<SubscriptionRecord[]>
+  /** Null when the subscription is not in the workspace. */
+  updateSubscription(
+    organizationId: string,
+    id: string,
+    patch: SubscriptionPatch,
+  ): Promise<SubscriptionRecord | null>
+  /** Removes the subscription with its deliveries and their attempts; false when it was not there. */
+  deleteSubscription(organizationId: string, id: string): Promise<boolean>
+
+  /**
+   * Inserts the deliveries whose (eventId, subscriptionId) is new and skips the others, so an
+   * event that arrives twice makes no second delivery. Returns how many were inserted.
+   */
+  createDeliveries(deliveries: DeliveryRecord[]): Promise<number>
+  getDelivery(organizationId: string, subscriptionId: string, id: string): Promise<DeliveryRecord | null>
+  /** Newest first. */
+  listDeliveries(
+    organizationId: string,
+    subscriptionId: string,
+    status: DeliveryStatus | undefined,
+    page: Page,
+  ): Promise<{ deliveries: DeliveryRecord[]; total: number }>
+  /** Attempts of these deliveries, in attempt order. */
+  listAttempts(deliveryIds: string[]): Promise<AttemptRecord[]>
+
+  /**
+   * Claims up to `limit` PENDING deliveries due at `now` whose lease is free or expired:
+   * sets their lease to (`token`, `leaseUntil`) and returns them as claimed.
+   */
+  claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]>
+  /** The earliest nextAttemptAt of a PENDING delivery, or null (lets a worker sleep until then). */
+  nextDueAt(): Promise<string | null>
+  /**
+   * Logs the attempt (always: it happened) and, if `token` still holds the lease, applies the
+   * outcome and frees the lease. Returns false when the lease had been lost.
+   */
+  recordAttempt(
+    deliveryId: string,
+    token: string,
+    attempt: AttemptRecord | null,
+    outcome: DeliveryOutcome,
+  ): Promise<boolean>
+  /**
+   * Queues a finished or waiting delivery again, due at `now`, starting a new retry round.
+   * Null when it does not exist (in this workspace and subscription) or is leased right now.
+   */
+  requeueDelivery(
+    organizationId: string,
+    subscriptionId: string,
+    id: string,
+    now: string,
+  ): Promise<DeliveryRecord | 'leased' | null>
+  /** Marks the subscription's waiting (unleased) deliveries FAILED with `reason`. Returns how many. */
+  failPending(subscriptionId: string, reason: string, now: string): Promise<number>
+
+  check(): Promise<void>
+  close(): Promise<void>
+}

@@ -1,0 +1,311 @@
+import {
+  AppError,
+  type CreatedWebhook,
+  type CreateWebhookRequest,
+  type DeliveryStatus,
+  EVENT_TYPES,
+  pagination,
+  TEST_EVENT_TYPE,
+  type UpdateWebhookRequest,
+  type VersionPublishedEvent,
+  type Webhook,
+  type WebhookDelivery,
+  type WebhookDeliveryList,
+} from '@pm/contracts'
+import { newId } from '@pm/kit'
+import type { FastifyBaseLogger } from 'fastify'
+import { generateSecret } from './domain/signature.ts'
+import { checkTargetUrl, type HostLookup, SsrfError } from './domain/ssrf.ts'
+import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
+import { DISABLED_REASON, type DeliveryWorker } from './worker.ts'
+
+/** How far the prompts service's clock may be behind ours when comparing event and subscription times. */
+export const CLOCK_SKEW_MS = 5 * 60_000
+
+export interface WebhooksOptions {
+  store: WebhookStore
+  worker: DeliveryWorker
+  log: FastifyBaseLogger
+  allowPrivate: boolean
+  maxPerOrganization: number
+  lookup?: HostLookup
+}
+
+export function publicWebhook(sub: SubscriptionRecord): Webhook {
+  return {
+    _id: sub._id,
+    organizationId: sub.organizationId,
+    url: sub.url,
+    events: sub.events as Webhook['events'],
+    active: sub.active,
+    createdAt: sub.createdAt,
+    updatedAt: sub.updatedAt,
+    disabledAt: sub.disabledAt,
+    disabledReason: sub.disabledReason,
+  }
+}
+
+export function publicDelivery(d: DeliveryRecord, attempts: AttemptRecord[]): WebhookDelivery {
+  return {
+    _id: d._id,
+    webhookId: d.subscriptionId,
+    organizationId: d.organizationId,
+    eventId: d.eventId,
+    eventType: d.eventType,
+    status: d.status,
+    attemptCount: d.attemptCount,
+    nextAttemptAt: d.nextAttemptAt,
+    lastStatusCode: d.lastStatusCode,
+    lastError: d.lastError,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+    deliveredAt: d.deliveredAt,
+    payload: JSON.parse(d.body) as unknown,
+    attempts: attempts
+      .filter((a) => a.deliveryId === d._id)
+      .map((a) => ({
+        _id: a._id,
+        number: a.number,
+        attemptedAt: a.attemptedAt,
+        statusCode: a.statusCode,
+        success: a.success,
+        durationMs: a.durationMs,
+        responseBody: a.responseBody,
+        error: a.error,
+      })),
+  }
+}
+
+/** Enough of the event to route it; anything else about it is passed on as it came. */
+export function isVersionPublishedEvent(data: unknown): data is VersionPublishedEvent {
+  if (typeof data !== 'object' || data === null) return false
+  const e = data as Record<string, unknown>
+  return (
+    typeof e.id === 'string' &&
+    e.id.length > 0 &&
+    e.type === 'version.published' &&
+    typeof e.organizationId === 'string' &&
+    typeof e.data === 'object' &&
+    e.data !== null
+  )
+}
+
+function newDelivery(
+  sub: SubscriptionRecord,
+  eventId: string,
+  eventType: string,
+  body: string,
+  now: string,
+  lease: { token: string; leaseUntil: string } | null,
+): DeliveryRecord {
+  return {
+    _id: newId(),
+    organizationId: sub.organizationId,
+    subscriptionId: sub._id,
+    eventId,
+    eventType,
+    body,
+    status: 'PENDING',
+    attemptCount: 0,
+    roundStart: 0,
+    nextAttemptAt: now,
+    leaseToken: lease?.token ?? null,
+    leaseUntil: lease?.leaseUntil ?? null,
+    lastStatusCode: null,
+    lastError: null,
+    createdAt: now,
+    updatedAt: now,
+    deliveredAt: null,
+  }
+}
+
+/** Subscriptions, the deliveries of events to them, and the operator's tools (test-send, redeliver). */
+export class Webhooks {
+  private readonly opts: WebhooksOptions
+
+  constructor(opts: WebhooksOptions) {
+    this.opts = opts
+  }
+
+  /**
+   * Refuses, at registration, a URL that already points at a non-public address. The check
+   * that matters runs again before every attempt (DNS answers change); a host that does not
+   * resolve yet is accepted and simply fails its attempts until it does.
+   */
+  private async checkUrl(url: string): Promise<void> {
+    try {
+      await checkTargetUrl(url, {
+        allowPrivate: this.opts.allowPrivate,
+        ...(this.opts.lookup ? { lookup: this.opts.lookup } : {}),
+      })
+    } catch (err) {
+      if (!(err instanceof SsrfError) || err.reason === 'unresolvable_host') return
+      throw new AppError('VALIDATION_ERROR', `url is not allowed: ${err.message}`, [
+        { path: 'body/url', message: err.message },
+      ])
+    }
+  }
+
+  private async subscription(organizationId: string, id: string): Promise<SubscriptionRecord> {
+    const sub = await this.opts.store.getSubscription(organizationId, id)
+    if (!sub) throw new AppError('NOT_FOUND', 'webhook not found')
+    return sub
+  }
+
+  async create(organizationId: string, input: CreateWebhookRequest): Promise<CreatedWebhook> {
+    await this.checkUrl(input.url)
+    const { store, maxPerOrganization } = this.opts
+    if ((await store.countSubscriptions(organizationId)) >= maxPerOrganization) {
+      throw new AppError(
+        'CONFLICT',
+        `an organization can have at most ${maxPerOrganization} webhooks; delete one first`,
+      )
+    }
+    const now = new Date().toISOString()
+    const secret = generateSecret()
+    const sub: SubscriptionRecord = {
+      _id: newId(),
+      organizationId,
+      url: input.url,
+      events: input.events ?? [...EVENT_TYPES],
+      active: input.active ?? true,
+      secret,
+      createdAt: now,
+      updatedAt: now,
+      disabledAt: null,
+      disabledReason: null,
+    }
+    await store.createSubscription(sub)
+    this.opts.log.info({ webhookId: sub._id, organizationId }, 'webhook created')
+    return { webhook: publicWebhook(sub), secret }
+  }
+
+  async list(organizationId: string): Promise<Webhook[]> {
+    return (await this.opts.store.listSubscriptions(organizationId)).map(publicWebhook)
+  }
+
+  async get(organizationId: string, id: string): Promise<Webhook> {
+    return publicWebhook(await this.subscription(organizationId, id))
+  }
+
+  async update(organizationId: string, id: string, input: UpdateWebhookRequest): Promise<Webhook> {
+    const current = await this.subscription(organizationId, id)
+    if (input.url !== undefined) await this.checkUrl(input.url)
+    const now = new Date().toISOString()
+    const reactivated = input.active === true && !current.active
+    const updated = await this.opts.store.updateSubscription(organizationId, id, {
+      ...(input.url !== undefined ? { url: input.url } : {}),
+      ...(input.events !== undefined ? { events: input.events } : {}),
+      ...(input.active !== undefined ? { active: input.active } : {}),
+      ...(reactivated ? { disabledAt: null, disabledReason: null } : {}),
+      updatedAt: now,
+    })
+    if (!updated) throw new AppError('NOT_FOUND', 'webhook not found')
+    // A switched-off subscription receives nothing, queued retries included.
+    if (input.active === false && current.active) await this.opts.store.failPending(id, DISABLED_REASON, now)
+    return publicWebhook(updated)
+  }
+
+  async remove(organizationId: string, id: string): Promise<{ _id: string; deleted: true }> {
+    if (!(await this.opts.store.deleteSubscription(organizationId, id))) {
+      throw new AppError('NOT_FOUND', 'webhook not found')
+    }
+    this.opts.log.info({ webhookId: id, organizationId }, 'webhook deleted')
+    return { _id: id, deleted: true }
+  }
+
+  private async view(d: DeliveryRecord): Promise<WebhookDelivery> {
+    return publicDelivery(d, await this.opts.store.listAttempts([d._id]))
+  }
+
+  /**
+   * Sends a `webhook.test` event now, once, and answers with the logged delivery: a way to
+   * check a receiver (its URL, its signature check) before real events arrive. Works on an
+   * inactive subscription too, so a receiver can be checked before it is switched on.
+   */
+  async testSend(organizationId: string, id: string): Promise<WebhookDelivery> {
+    const sub = await this.subscription(organizationId, id)
+    const { store, worker } = this.opts
+    const nowMs = Date.now()
+    const now = new Date(nowMs).toISOString()
+    const event = {
+      id: newId(),
+      type: TEST_EVENT_TYPE,
+      createdAt: now,
+      organizationId,
+      data: { webhookId: sub._id, message: 'This is a test delivery.' },
+    }
+    // Created already leased to this request, so the worker leaves it alone.
+    const lease = worker.newLease(nowMs)
+    const delivery = newDelivery(sub, event.id, TEST_EVENT_TYPE, JSON.stringify(event), now, lease)
+    await store.createDeliveries([delivery])
+    await worker.attempt(delivery, sub, lease.token, { retries: false })
+    const after = await store.getDelivery(organizationId, sub._id, delivery._id)
+    if (!after) throw new AppError('NOT_FOUND', 'webhook not found')
+    return this.view(after)
+  }
+
+  async listDeliveries(
+    organizationId: string,
+    id: string,
+    query: { page: number; limit: number; status?: DeliveryStatus },
+  ): Promise<WebhookDeliveryList> {
+    const sub = await this.subscription(organizationId, id)
+    const { store } = this.opts
+    const { deliveries, total } = await store.listDeliveries(organizationId, sub._id, query.status, query)
+    const attempts = await store.listAttempts(deliveries.map((d) => d._id))
+    return {
+      deliveries: deliveries.map((d) => publicDelivery(d, attempts)),
+      pagination: pagination(query.page, query.limit, total),
+    }
+  }
+
+  /**
+   * Queues a delivery again, due now, with a fresh retry schedule; it keeps its id and its
+   * attempt log, and receivers see the same `webhook-id`.
+   */
+  async redeliver(organizationId: string, id: string, deliveryId: string): Promise<WebhookDelivery> {
+    const sub = await this.subscription(organizationId, id)
+    if (!sub.active)
+      throw new AppError('CONFLICT', 'the webhook is disabled; activate it before redelivering')
+    const result = await this.opts.store.requeueDelivery(
+      organizationId,
+      sub._id,
+      deliveryId,
+      new Date().toISOString(),
+    )
+    if (result === null) throw new AppError('NOT_FOUND', 'delivery not found')
+    if (result === 'leased') throw new AppError('CONFLICT', 'an attempt of this delivery is in progress')
+    this.opts.worker.kick()
+    return this.view(result)
+  }
+
+  /**
+   * The durable consumer's handler: one delivery per active subscription that wants the event.
+   * Resolving acknowledges the message; a store failure throws and JetStream sends the event
+   * again, and the unique (eventId, subscriptionId) index keeps the deliveries made the first
+   * time from being made twice.
+   */
+  async onEvent(data: unknown): Promise<number> {
+    if (!isVersionPublishedEvent(data)) {
+      // Acknowledged anyway: a malformed event would fail the same way forever.
+      this.opts.log.warn({ event: data }, 'ignoring a malformed version.published event')
+      return 0
+    }
+    const { store, worker } = this.opts
+    const eventAt = Date.parse(data.createdAt)
+    // A subscription gets the events that happen once it exists: a replayed stream (a new
+    // consumer starts from the beginning) must not flood it with last week's publications.
+    const subs = (await store.subscriptionsFor(data.organizationId, data.type)).filter(
+      (sub) => Number.isNaN(eventAt) || Date.parse(sub.createdAt) - CLOCK_SKEW_MS <= eventAt,
+    )
+    if (subs.length === 0) return 0
+    const now = new Date().toISOString()
+    const body = JSON.stringify(data)
+    const created = await store.createDeliveries(
+      subs.map((sub) => newDelivery(sub, data.id, data.type, body, now, null)),
+    )
+    if (created > 0) worker.kick()
+    return created
+  }
+}

@@ -1,0 +1,243 @@
+import { randomBytes } from 'node:crypto'
+import { newId } from '@pm/kit'
+import type { FastifyBaseLogger } from 'fastify'
+import { sendDelivery } from './domain/deliver.ts'
+import { decideOutcome, GONE_REASON } from './domain/outcome.ts'
+import { signDelivery } from './domain/signature.ts'
+import type { HostLookup } from './domain/ssrf.ts'
+import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
+
+export const USER_AGENT = 'pm-webhooks/1'
+const MAX_RESPONSE_BYTES = 4096
+export const DISABLED_REASON = 'the webhook is disabled'
+
+export interface WorkerOptions {
+  store: WebhookStore
+  log: FastifyBaseLogger
+  allowPrivate: boolean
+  timeoutMs: number
+  retryScale: number
+  pollMs: number
+  concurrency: number
+  /** Host name resolver (tests stand in for DNS); the system's by default. */
+  lookup?: HostLookup
+}
+
+const iso = (ms: number) => new Date(ms).toISOString()
+const newToken = () => randomBytes(12).toString('hex')
+
+/**
+ * Sends due deliveries. The store is the queue: the worker claims due PENDING deliveries with
+ * a lease (a conditional update, so replicas never claim the same one), attempts each, and
+ * records the attempt and the next due time in one step. Nothing is held only in memory, so a
+ * restart resumes every pending retry; a crash in the middle of an attempt leaves a lease that
+ * expires, and the attempt is made again (at least once; receivers dedupe on `webhook-id`).
+ * It polls every `pollMs`, and is woken early by new work and by retries due sooner.
+ */
+export class DeliveryWorker {
+  private readonly opts: WorkerOptions
+  /** Longer than any attempt can take, so a live worker never loses its lease. */
+  readonly leaseMs: number
+  private running = false
+  private ticking = false
+  private again = false
+  private pollTimer: NodeJS.Timeout | undefined
+  private readonly wakeTimers = new Set<NodeJS.Timeout>()
+  private readonly inFlight = new Set<Promise<void>>()
+
+  constructor(opts: WorkerOptions) {
+    this.opts = opts
+    this.leaseMs = opts.timeoutMs + 30_000
+  }
+
+  start(): void {
+    if (this.running) return
+    this.running = true
+    this.pollTimer = setInterval(() => this.kick(), this.opts.pollMs)
+    this.kick()
+    // After a restart, a retry due before the first poll is attempted on time.
+    this.opts.store.nextDueAt().then(
+      (at) => {
+        if (at) this.wakeAt(at)
+      },
+      (err: unknown) => this.opts.log.error({ err }, 'webhook worker could not read the next due time'),
+    )
+  }
+
+  /** Stops claiming, then waits for the attempts in flight to be sent and recorded. */
+  async stop(): Promise<void> {
+    this.running = false
+    if (this.pollTimer) clearInterval(this.pollTimer)
+    for (const t of this.wakeTimers) clearTimeout(t)
+    this.wakeTimers.clear()
+    while (this.ticking || this.inFlight.size > 0) {
+      await Promise.all([...this.inFlight])
+      if (this.ticking) await new Promise((r) => setImmediate(r))
+    }
+  }
+
+  /** Look for due work now (new deliveries, a redelivery, a freed slot). */
+  kick(): void {
+    if (!this.running) return
+    if (this.ticking) {
+      this.again = true
+      return
+    }
+    void this.tick()
+  }
+
+  private wakeAt(atIso: string): void {
+    const delay = Date.parse(atIso) - Date.now()
+    if (!this.running || delay >= this.opts.pollMs) return
+    const timer = setTimeout(
+      () => {
+        this.wakeTimers.delete(timer)
+        this.kick()
+      },
+      Math.max(0, delay),
+    )
+    this.wakeTimers.add(timer)
+  }
+
+  private async tick(): Promise<void> {
+    this.ticking = true
+    try {
+      do {
+        this.again = false
+        const free = this.opts.concurrency - this.inFlight.size
+        if (free <= 0) break
+        const now = Date.now()
+        const token = newToken()
+        const claimed = await this.opts.store.claimDue(iso(now), free, token, iso(now + this.leaseMs))
+        for (const delivery of claimed) this.track(this.process(delivery, token))
+        // A full batch means there may be more due: look again once slots free up.
+        if (claimed.length === free) this.again = true
+      } while (this.again && this.running && this.inFlight.size < this.opts.concurrency)
+    } catch (err) {
+      this.opts.log.error({ err }, 'webhook worker could not claim deliveries')
+    } finally {
+      this.ticking = false
+    }
+  }
+
+  private track(work: Promise<void>): void {
+    this.inFlight.add(work)
+    void work.finally(() => {
+      this.inFlight.delete(work)
+      this.kick()
+    })
+  }
+
+  private async process(delivery: DeliveryRecord, token: string): Promise<void> {
+    try {
+      const sub = await this.opts.store.getSubscriptionById(delivery.subscriptionId)
+      if (!sub?.active) {
+        // Deleted (its deliveries go with it) or switched off since the delivery was queued.
+        await this.opts.store.recordAttempt(delivery._id, token, null, {
+          status: 'FAILED',
+          attemptCount: delivery.attemptCount,
+          nextAttemptAt: null,
+          lastStatusCode: delivery.lastStatusCode,
+          lastError: DISABLED_REASON,
+          deliveredAt: null,
+          updatedAt: new Date().toISOString(),
+        })
+        return
+      }
+      await this.attempt(delivery, sub, token, { retries: true })
+    } catch (err) {
+      // The lease runs out and the delivery is attempted again.
+      this.opts.log.error({ err, deliveryId: delivery._id }, 'webhook delivery failed unexpectedly')
+    }
+  }
+
+  /**
+   * One attempt of a delivery whose lease `token` holds: sign, send, record. Also used by
+   * test-send (`retries: false`: one attempt, whatever its result).
+   */
+  async attempt(
+    delivery: DeliveryRecord,
+    sub: SubscriptionRecord,
+    token: string,
+    opts: { retries: boolean },
+  ): Promise<void> {
+    const { store, log } = this.opts
+    const started = Date.now()
+    const headers = {
+      ...signDelivery({
+        secret: sub.secret,
+        eventId: delivery.eventId,
+        body: delivery.body,
+        timestampSeconds: Math.floor(started / 1000),
+      }),
+      'X-Service-Event': delivery.eventType,
+      'X-Service-Delivery': delivery._id,
+      'user-agent': USER_AGENT,
+    }
+    const result = await sendDelivery({
+      url: sub.url,
+      body: delivery.body,
+      headers,
+      allowPrivate: this.opts.allowPrivate,
+      timeoutMs: this.opts.timeoutMs,
+      maxResponseBytes: MAX_RESPONSE_BYTES,
+      ...(this.opts.lookup ? { lookup: this.opts.lookup } : {}),
+    })
+    const now = Date.now()
+    const decision = decideOutcome(delivery, result, now, {
+      retries: opts.retries,
+      scale: this.opts.retryScale,
+    })
+    const attempt: AttemptRecord = {
+      _id: newId(),
+      deliveryId: delivery._id,
+      subscriptionId: delivery.subscriptionId,
+      number: decision.attemptCount,
+      attemptedAt: iso(started),
+      statusCode: result.status,
+      success: decision.success,
+      durationMs: result.durationMs,
+      responseBody: result.responseBody,
+      error: result.error ?? null,
+    }
+    const applied = await store.recordAttempt(delivery._id, token, attempt, {
+      status: decision.status,
+      attemptCount: decision.attemptCount,
+      nextAttemptAt: decision.nextAttemptAt,
+      lastStatusCode: decision.lastStatusCode,
+      lastError: decision.lastError,
+      deliveredAt: decision.deliveredAt,
+      updatedAt: iso(now),
+    })
+    log.info(
+      {
+        deliveryId: delivery._id,
+        webhookId: sub._id,
+        eventId: delivery.eventId,
+        attempt: decision.attemptCount,
+        statusCode: result.status,
+        outcome: decision.status,
+        nextAttemptAt: decision.nextAttemptAt,
+        error: result.error,
+      },
+      'webhook attempt',
+    )
+    if (!applied) log.warn({ deliveryId: delivery._id }, 'webhook delivery lease lost; outcome not applied')
+    if (decision.disable) {
+      await store.updateSubscription(sub.organizationId, sub._id, {
+        active: false,
+        disabledAt: iso(now),
+        disabledReason: GONE_REASON,
+        updatedAt: iso(now),
+      })
+      await store.failPending(sub._id, `${DISABLED_REASON} (${GONE_REASON})`, iso(now))
+      log.warn({ webhookId: sub._id }, 'webhook disabled: the receiver answered 410 Gone')
+    }
+    if (decision.nextAttemptAt) this.wakeAt(decision.nextAttemptAt)
+  }
+
+  /** A fresh lease for a delivery created already claimed (test-send). */
+  newLease(nowMs: number): { token: string; leaseUntil: string } {
+    return { token: newToken(), leaseUntil: iso(nowMs + this.leaseMs) }
+  }
+}
