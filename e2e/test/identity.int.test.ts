@@ -15,6 +15,7 @@ import {
 } from '../src/access.ts'
 import { call } from '../src/client.ts'
 import { ADMIN } from '../src/slice.ts'
+import { auditResponses, type ResponseAudit } from '../src/openapi.ts'
 import { type Stack, startStack } from '../src/stack.ts'
 
 interface Data<T> {
@@ -47,6 +48,7 @@ const hasBody = (route: RoutePolicy) => route.method === 'POST' || route.method 
 
 describe('identity and access through the gateway (spec sections 5 and 7)', () => {
   let stack: Stack
+  let audit: ResponseAudit
   let gw: string
   const rec = new Recorder()
   /** Every secret the tests handle: none may reach a log line. */
@@ -82,6 +84,7 @@ describe('identity and access through the gateway (spec sections 5 and 7)', () =
       AUTH_ALLOW_SIGNUP: 'true',
       RATE_LIMIT_PUBLIC_POINTS: '5',
     })
+    audit = auditResponses(stack.gateway)
     gw = stack.gateway
     const res = await login(ADMIN.email, ADMIN.password)
     expect(res.status).toBe(200)
@@ -92,6 +95,7 @@ describe('identity and access through the gateway (spec sections 5 and 7)', () =
   }, 120_000)
 
   afterAll(async () => {
+    audit?.stop()
     await stack?.stop()
   })
 
@@ -732,5 +736,10 @@ describe('identity and access through the gateway (spec sections 5 and 7)', () =
     })
     expect(listed.status).toBe(200)
     for (const secret of secrets) expect(JSON.stringify(listed.body)).not.toContain(secret)
+  })
+
+  it('answered every request above as the OpenAPI document describes', async () => {
+    expect(audit.seen.length).toBeGreaterThan(20)
+    expect(await audit.problems()).toEqual([])
   })
 })

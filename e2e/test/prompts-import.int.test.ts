@@ -2,6 +2,7 @@ import type { ImportBatch, Prompt } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { apiKey, type Caller, caller, data, failure, login, type Session, upload } from '../src/prompts.ts'
+import { auditResponses, type ResponseAudit } from '../src/openapi.ts'
 import { type Stack, startStack } from '../src/stack.ts'
 
 interface PromptList {
@@ -16,6 +17,7 @@ interface PromptList {
  */
 describe('CSV import through the gateway', () => {
   let stack: Stack
+  let audit: ResponseAudit
   let admin: Session
   let user: Caller
 
@@ -48,11 +50,13 @@ describe('CSV import through the gateway', () => {
 
   beforeAll(async () => {
     stack = await startStack()
+    audit = auditResponses(stack.gateway)
     admin = await login(stack.gateway)
     user = caller(stack.gateway, admin.token)
   }, 120_000)
 
   afterAll(async () => {
+    audit?.stop()
     await stack?.stop()
   })
 
@@ -227,5 +231,10 @@ describe('CSV import through the gateway', () => {
     expect(failure(await user('GET', `/api/v1/prompts/import/${newId()}?organizationId=${org}`), 404)).toBe(
       'NOT_FOUND',
     )
+  })
+
+  it('answered every request above as the OpenAPI document describes', async () => {
+    expect(audit.seen.length).toBeGreaterThan(20)
+    expect(await audit.problems()).toEqual([])
   })
 })

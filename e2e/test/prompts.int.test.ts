@@ -22,6 +22,7 @@ import {
   type Tapped,
   tapEvents,
 } from '../src/prompts.ts'
+import { auditResponses, type ResponseAudit } from '../src/openapi.ts'
 import { type Stack, startStack } from '../src/stack.ts'
 
 interface PromptList {
@@ -56,6 +57,7 @@ interface VersionDiff {
  */
 describe('prompts and versions through the gateway', () => {
   let stack: Stack
+  let audit: ResponseAudit
   let admin: Session
   /** The admin's user token. */
   let user: Caller
@@ -83,6 +85,7 @@ describe('prompts and versions through the gateway', () => {
 
   beforeAll(async () => {
     stack = await startStack({ AUTH_ALLOW_SIGNUP: 'true' })
+    audit = auditResponses(stack.gateway)
     admin = await login(stack.gateway)
     user = caller(stack.gateway, admin.token)
     key = caller(stack.gateway, await apiKey(stack.gateway, admin, ['prompts:read', 'prompts:write']))
@@ -92,6 +95,7 @@ describe('prompts and versions through the gateway', () => {
   }, 120_000)
 
   afterAll(async () => {
+    audit?.stop()
     await tap?.bus.close()
     await stack?.stop()
   })
@@ -1029,5 +1033,10 @@ describe('prompts and versions through the gateway', () => {
       expect(failure(refused, 429)).toBe('RATE_LIMITED')
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0)
     })
+  })
+
+  it('answered every request above as the OpenAPI document describes', async () => {
+    expect(audit.seen.length).toBeGreaterThan(20)
+    expect(await audit.problems()).toEqual([])
   })
 })

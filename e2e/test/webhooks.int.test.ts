@@ -10,6 +10,7 @@ import { newId } from '@pm/kit'
 import { natsUrl } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { call } from '../src/client.ts'
+import { auditResponses, type ResponseAudit } from '../src/openapi.ts'
 import { type Stack, startStack } from '../src/stack.ts'
 import { verifyByHand, verifyWithLibrary, WebhookReceiver } from '../src/webhookReceiver.ts'
 import {
@@ -32,6 +33,7 @@ const eventOf = (body: string) => JSON.parse(body) as VersionPublishedEvent
 
 describe('webhooks through the gateway (distributed mode, real NATS)', () => {
   let stack: Stack
+  let audit: ResponseAudit
   let receiver: WebhookReceiver
   let bus: NatsBus
   let s: Session
@@ -46,6 +48,7 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
       // Its own durable consumer, so that stacks running side by side do not share events.
       WEBHOOK_CONSUMER: `webhooks-e2e-${newId()}`,
     })
+    audit = auditResponses(stack.gateway)
     bus = await NatsBus.connect({
       url: await natsUrl(),
       stream: EVENTS_STREAM,
@@ -57,6 +60,7 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
   }, 120_000)
 
   afterAll(async () => {
+    audit?.stop()
     await bus?.close()
     await stack?.stop()
     await receiver?.close()
@@ -271,5 +275,10 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
       stack.env.WEBHOOK_ALLOW_PRIVATE_TARGETS = 'true'
       await remove(webhook._id)
     }
+  })
+
+  it('answered every request above as the OpenAPI document describes', async () => {
+    expect(audit.seen.length).toBeGreaterThan(20)
+    expect(await audit.problems()).toEqual([])
   })
 })

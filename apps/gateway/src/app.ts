@@ -17,6 +17,7 @@ import type { FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import { Authenticator } from './auth.ts'
 import type { GatewayConfig } from './config.ts'
+import { docsRoutes, isDocsRoute } from './docs.ts'
 import { IdentityClient } from './identityClient.ts'
 import { buildPolicyLookup, type PolicyMatch, scopesForRole, type Upstream } from './policy.ts'
 import { type LimitOutcome, RateLimits, rateLimitHeaders } from './rateLimits.ts'
@@ -193,7 +194,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     }
     const match = lookup(request.method, request.url)
     if (!match) {
-      if (path.startsWith('/api/'))
+      if (path.startsWith('/api/') && !isDocsRoute(request.method, path))
         throw new AppError('NOT_FOUND', `route ${request.method} ${path} not found`)
       return
     }
@@ -387,6 +388,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     },
   }
   await app.register(proxy, proxyOptions)
+  docsRoutes(app)
 
   app.addHook('onClose', async () => {
     await identity.close()

@@ -5,6 +5,7 @@ import { VersionPublishedEvent } from './events.ts'
 import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
+import { API_SCHEMAS } from './api/index.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -90,4 +91,5 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.WebhookDelivery,
   webhooks.WebhookDeliveryList,
   webhooks.ListDeliveriesQuery,
+  ...API_SCHEMAS,
 ]

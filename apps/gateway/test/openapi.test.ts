@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto'
+import { MemoryBus } from '@pm/bus'
+import { listRoutes } from '@pm/contracts'
+import { buildOpenApiDocument, type HttpVerb, toOpenApiPath } from '@pm/openapi'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp, loadGatewayConfig } from '../src/app.ts'
+import { buildPolicyLookup, ROUTES } from '../src/policy.ts'
+
+const doc = buildOpenApiDocument()
+const key = (method: string, path: string) => `${method.toUpperCase()} ${toOpenApiPath(path)}`
+
+/** A concrete path for a template: each parameter gets a plausible value. */
+function samplePath(path: string): string {
+  return path.replace(/:([A-Za-z]+)/g, (_m, name: string) =>
+    name === 'env' ? 'production' : name === 'name' ? 'topic' : '0123456789abcdef01234567',
+  )
+}
+
+describe('the OpenAPI document and the gateway route table', () => {
+  it('documents every route of the gateway table, with its credential and scope', () => {
+    for (const policy of ROUTES) {
+      const op = doc.paths[toOpenApiPath(policy.url)]?.[policy.method.toLowerCase() as HttpVerb]
+      expect(op, key(policy.method, policy.url)).toBeDefined()
+      expect(op?.['x-auth'], key(policy.method, policy.url)).toBe(policy.auth)
+      expect(op?.['x-scope'], key(policy.method, policy.url)).toBe(policy.scope)
+    }
+  })
+
+  it('documents nothing the gateway does not serve', () => {
+    const table = new Set(ROUTES.map((p) => key(p.method, p.url)))
+    const own = new Set(
+      listRoutes()
+        .filter((r) => r.gateway)
+        .map((r) => key(r.method, r.path)),
+    )
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((verb) => `${verb.toUpperCase()} ${path}`),
+    )
+    const extra = documented.filter((k) => !table.has(k) && !own.has(k))
+    expect(extra).toEqual([])
+    expect(documented).toHaveLength(table.size + own.size)
+  })
+
+  it('routes a concrete path of every proxied route to the same table entry', () => {
+    const lookup = buildPolicyLookup()
+    for (const route of listRoutes().filter((r) => !r.gateway)) {
+      const match = lookup(route.method, samplePath(route.path))
+      expect(match?.policy.url, route.operationId).toBe(route.path)
+    }
+  })
+})
+
+describe('the gateway serves the document and its reference page', () => {
+  let app: Awaited<ReturnType<typeof buildApp>>
+  const bus = new MemoryBus()
+
+  beforeAll(async () => {
+    const config = loadGatewayConfig({
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'silent',
+      INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
+    })
+    app = await buildApp({ config, bus })
+  })
+
+  afterAll(async () => {
+    await app?.close()
+    await bus.close()
+  })
+
+  it('GET /api/v1/openapi.json: the generated document, without a credential or envelope', async () => {
+    const res = await app.inject({ method: 'GET', url: '/api/v1/openapi.json' })
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['content-type']).toContain('application/json')
+    expect(res.headers['x-request-id']).toBeTruthy()
+    expect(res.json()).toEqual(JSON.parse(JSON.stringify(doc)))
+  })
+
+  it('GET /api/v1/docs: an HTML page that links the document', async () => {
+    const res = await app.inject({ method: 'GET', url: '/api/v1/docs' })
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['content-type']).toContain('text/html')
+    expect(res.body).toContain('href="/api/v1/openapi.json"')
+    expect(res.body).toContain('id="op-invokePrompt"')
+  })
+
+  it('still answers 404 NOT_FOUND for paths that are in neither', async () => {
+    const res = await app.inject({ method: 'GET', url: '/api/v1/openapi.yaml' })
+    expect(res.statusCode).toBe(404)
+    expect(res.json().error.code).toBe('NOT_FOUND')
+    const post = await app.inject({ method: 'POST', url: '/api/v1/openapi.json' })
+    expect(post.statusCode).toBe(404)
+  })
+})

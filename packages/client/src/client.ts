@@ -1,0 +1,307 @@
+import {
+  API_ROUTES,
+  type EnvironmentName,
+  type InjectResult,
+  type InvokeResult,
+  type LoginResponse,
+  type OperationId,
+  type Prompt,
+  type VariableInput,
+} from '@pm/contracts'
+import { renderTemplate, syncVariables } from '@pm/template'
+import { type CacheSource, stableKey, TtlCache } from './cache.ts'
+import { PromptServiceError } from './errors.ts'
+import { abortableSleep, DEFAULT_RETRY, type RetryInfo, type RetryOptions, Transport } from './transport.ts'
+import type { ApiMethods, RawInput } from './types.ts'
+
+/** A template to render locally when the service cannot be reached and nothing is cached. */
+export interface FallbackTemplate {
+  template: string
+  /** Declared variables (defaults, required). Without them every placeholder is optional. */
+  variables?: VariableInput[]
+}
+
+export interface PromptClientOptions {
+  /** The gateway, e.g. `https://prompts.example.com`. */
+  baseUrl: string
+  /** An API key (`pk_...`): for backends and scripts. */
+  apiKey?: string
+  /** A user access token (JWT from login): for operator tasks such as publish. */
+  accessToken?: string
+  /** The workspace a user token acts in (API keys have exactly one). */
+  organizationId?: string
+  /** How long a rendered or fetched prompt is served from memory without asking. Default 60 s. */
+  cacheTtlMs?: number
+  /**
+   * After the TTL, serve the cached value at once and refresh it in the background
+   * (default true). When false, an expired entry is refetched first and only served when the
+   * service is unavailable.
+   */
+  staleWhileRevalidate?: boolean
+  /** How long past its TTL an entry may still be served while the service is down. Default: no limit. */
+  maxStaleMs?: number
+  cacheMaxEntries?: number
+  /** Per prompt id: what `invoke` renders locally when the service is down and nothing is cached. */
+  fallbackTemplates?: Record<string, string | FallbackTemplate>
+  /** Retries on 429 and 5xx (a number, or the full options). Default 3. */
+  retries?: number | Partial<RetryOptions>
+  /** Per attempt. Default 10 s. */
+  timeoutMs?: number
+  onRetry?: (info: RetryInfo) => void
+  /** A background refresh failed (the stale value keeps being served). */
+  onBackgroundError?: (error: unknown) => void
+  fetch?: typeof fetch
+  userAgent?: string
+  /** Time, sleeping and randomness: replaced in tests. */
+  clock?: {
+    now?: () => number
+    sleep?: (ms: number, signal?: AbortSignal) => Promise<void>
+    random?: () => number
+  }
+}
+
+export interface InvokeOptions {
+  version?: number
+  env?: EnvironmentName
+  organizationId?: string
+  /** false: always ask the service (no cache read or write); fallback still applies. */
+  cache?: boolean
+  signal?: AbortSignal
+}
+
+/** What `invoke` answers: the rendering, and where it came from. */
+export interface RenderedPrompt {
+  renderedContent: string
+  variables: Record<string, unknown>
+  promptId: string
+  /** null for a fallback rendered locally. */
+  versionId: string | null
+  version: number | null
+  source: CacheSource
+}
+
+export type FetchedPrompt = Prompt & { source: CacheSource }
+
+/** Operations that change a prompt: a successful one drops what this client cached of it. */
+const PROMPT_WRITES = new Set<OperationId>([
+  'updatePrompt',
+  'deletePrompt',
+  'updateVariable',
+  'publishPrompt',
+  'unpublishPrompt',
+  'saveAndPublish',
+  'restoreVersion',
+  'promoteVersion',
+])
+
+export class PromptClient {
+  /** One typed method per route of the service (`client.api.listPrompts({ query })`). */
+  readonly api: ApiMethods
+  private readonly opts: PromptClientOptions
+  private readonly transport: Transport
+  private readonly rendered: TtlCache<InvokeResult>
+  private readonly prompts: TtlCache<Prompt>
+  private readonly fallbacks: Map<string, FallbackTemplate>
+  private accessToken: string | undefined
+  private organizationId: string | undefined
+
+  constructor(options: PromptClientOptions) {
+    if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl must be an http(s) URL')
+    this.opts = options
+    this.accessToken = options.accessToken
+    this.organizationId = options.organizationId
+    const now = options.clock?.now ?? Date.now
+    const retry: RetryOptions =
+      typeof options.retries === 'number'
+        ? { ...DEFAULT_RETRY, retries: options.retries }
+        : { ...DEFAULT_RETRY, ...options.retries }
+    this.transport = new Transport({
+      baseUrl: options.baseUrl,
+      credential: () => {
+        if (this.accessToken) return { token: this.accessToken, kind: 'user' }
+        if (options.apiKey) return { token: options.apiKey, kind: 'apiKey' }
+        return undefined
+      },
+      organizationId: () => this.organizationId,
+      retry,
+      timeoutMs: options.timeoutMs ?? 10_000,
+      fetch: options.fetch ?? globalThis.fetch,
+      sleep: options.clock?.sleep ?? abortableSleep,
+      random: options.clock?.random ?? Math.random,
+      now,
+      onRetry: options.onRetry,
+      userAgent: options.userAgent,
+    })
+    const cacheOptions = {
+      ttlMs: options.cacheTtlMs ?? 60_000,
+      maxStaleMs: options.maxStaleMs ?? Number.POSITIVE_INFINITY,
+      maxEntries: options.cacheMaxEntries ?? 1000,
+      now,
+    }
+    this.rendered = new TtlCache(cacheOptions)
+    this.prompts = new TtlCache(cacheOptions)
+    this.fallbacks = new Map(
+      Object.entries(options.fallbackTemplates ?? {}).map(([id, t]) => [
+        id,
+        typeof t === 'string' ? { template: t } : t,
+      ]),
+    )
+
+    const api: Record<string, (input?: RawInput) => Promise<unknown>> = {}
+    for (const operationId of Object.keys(API_ROUTES) as OperationId[]) {
+      api[operationId] = async (input?: RawInput) => {
+        const result = await this.transport.call(operationId, input)
+        const promptId = input?.params?.id
+        if (PROMPT_WRITES.has(operationId) && typeof promptId === 'string') this.invalidate(promptId)
+        return result
+      }
+    }
+    this.api = api as unknown as ApiMethods
+  }
+
+  /** Use a user token from now on (login, refresh). */
+  setAccessToken(token: string | undefined, organizationId?: string | null): void {
+    this.accessToken = token
+    if (organizationId !== undefined) this.organizationId = organizationId ?? undefined
+  }
+
+  /** Signs in and uses the token (and the user's first organization) for what follows. */
+  async login(email: string, password: string): Promise<LoginResponse> {
+    const session = await this.api.login({ body: { email, password } })
+    this.setAccessToken(session.accessToken, this.organizationId ?? session.organizationId)
+    return session
+  }
+
+  /**
+   * Renders a prompt's published content (or `version`, or the `env` pin). Cached by prompt,
+   * version or environment and variables; served stale while refreshing; rendered from the
+   * fallback template when the service cannot be reached and nothing is cached.
+   */
+  async invoke(
+    promptId: string,
+    variables: Record<string, unknown> = {},
+    options: InvokeOptions = {},
+  ): Promise<RenderedPrompt> {
+    const org = options.organizationId ?? this.organizationId ?? ''
+    const key = `${promptId}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${stableKey(variables)}`
+    const load = () =>
+      this.transport.call('invokePrompt', {
+        params: { id: promptId },
+        query: {
+          ...(options.env ? { env: options.env } : {}),
+          ...(options.organizationId ? { organizationId: options.organizationId } : {}),
+        },
+        body: { variables, ...(options.version ? { version: options.version } : {}) },
+        signal: options.signal,
+      }) as Promise<InvokeResult>
+    try {
+      const { value, source } = await this.cached(this.rendered, key, load, options.cache !== false)
+      return { ...value, source }
+    } catch (err) {
+      const fallback = this.fallbacks.get(promptId)
+      if (!fallback || !(err instanceof PromptServiceError) || !err.isUnavailable) throw err
+      const declared = syncVariables(fallback.template, fallback.variables ?? []).variables
+      const optional = fallback.variables ? declared : declared.map((v) => ({ ...v, required: false }))
+      const outcome = renderTemplate(fallback.template, optional, variables, 'invoke')
+      if (outcome.missingRequired.length > 0) {
+        throw new PromptServiceError({
+          status: 400,
+          code: 'MISSING_REQUIRED_VARIABLES',
+          message: `missing required variables: ${outcome.missingRequired.join(', ')}`,
+          details: outcome.missingRequired,
+          operationId: 'invokePrompt',
+          cause: err,
+        })
+      }
+      return {
+        renderedContent: outcome.renderedContent,
+        variables,
+        promptId,
+        versionId: null,
+        version: null,
+        source: 'fallback',
+      }
+    }
+  }
+
+  /** A prompt with its draft, cached like `invoke`. */
+  async getPrompt(
+    promptId: string,
+    options: { organizationId?: string; cache?: boolean; signal?: AbortSignal } = {},
+  ): Promise<FetchedPrompt> {
+    const org = options.organizationId ?? this.organizationId ?? ''
+    const load = () =>
+      this.transport.call('getPrompt', {
+        params: { id: promptId },
+        query: options.organizationId ? { organizationId: options.organizationId } : {},
+        signal: options.signal,
+      }) as Promise<Prompt>
+    const { value, source } = await this.cached(
+      this.prompts,
+      `${promptId}|prompt|${org}`,
+      load,
+      options.cache !== false,
+    )
+    return { ...value, source }
+  }
+
+  /** Draft preview (never cached: drafts change while you edit). */
+  inject(promptId: string, variables: Record<string, unknown> = {}): Promise<InjectResult> {
+    return this.api.injectPrompt({ params: { id: promptId }, body: { variables } })
+  }
+
+  /** Drops what is cached of one prompt, or of all of them. */
+  invalidate(promptId?: string): void {
+    const prefix = promptId ? `${promptId}|` : ''
+    this.rendered.clear(prefix)
+    this.prompts.clear(prefix)
+  }
+
+  /** Resolves when background refreshes have finished. */
+  async settled(): Promise<void> {
+    await Promise.all([this.rendered.settled(), this.prompts.settled()])
+  }
+
+  private async cached<T>(
+    cache: TtlCache<T>,
+    key: string,
+    load: () => Promise<T>,
+    useCache: boolean,
+  ): Promise<{ value: T; source: CacheSource }> {
+    if (!useCache) return { value: await load(), source: 'network' }
+    const found = cache.lookup(key)
+    if (found.state === 'fresh') return { value: found.value, source: 'cache' }
+    const refresh = async () => {
+      try {
+        cache.set(key, await load())
+      } catch (err) {
+        // An authoritative answer (the prompt is gone, the key revoked) ends the entry;
+        // unavailability keeps it, so the stale value carries on standing in.
+        if (err instanceof PromptServiceError && !err.isUnavailable) cache.delete(key)
+        throw err
+      }
+    }
+    if (found.state === 'stale') {
+      if (this.opts.staleWhileRevalidate !== false) {
+        cache.revalidate(key, refresh).catch((err: unknown) => this.opts.onBackgroundError?.(err))
+        return { value: found.value, source: 'stale' }
+      }
+      try {
+        await cache.revalidate(key, refresh)
+      } catch (err) {
+        if (err instanceof PromptServiceError && err.isUnavailable)
+          return { value: found.value, source: 'stale' }
+        throw err
+      }
+      const again = cache.lookup(key)
+      if (again.state !== 'miss') return { value: again.value, source: 'network' }
+    }
+    const value = await load()
+    cache.set(key, value)
+    return { value, source: 'network' }
+  }
+}
+
+export function createClient(options: PromptClientOptions): PromptClient {
+  return new PromptClient(options)
+}

@@ -1,0 +1,28 @@
+export { type CacheSource, stableKey, TtlCache } from './cache.ts'
+export {
+  createClient,
+  type FallbackTemplate,
+  type FetchedPrompt,
+  type InvokeOptions,
+  PromptClient,
+  type PromptClientOptions,
+  type RenderedPrompt,
+} from './client.ts'
+export { type ClientErrorCode, codeForStatus, PromptServiceError } from './errors.ts'
+export {
+  backoffDelay,
+  DEFAULT_RETRY,
+  parseRetryAfter,
+  type RetryInfo,
+  type RetryOptions,
+} from './transport.ts'
+export type {
+  ApiMethods,
+  BodyOf,
+  CallOptions,
+  InputOf,
+  ParamsOf,
+  QueryOf,
+  ResultOf,
+  UploadFile,
+} from './types.ts'

@@ -1,0 +1,247 @@
+import { API_ROUTES, type OperationId, type RouteSpec } from '@pm/contracts'
+import { codeForStatus, PromptServiceError } from './errors.ts'
+import type { RawInput, UploadFile } from './types.ts'
+
+export interface RetryOptions {
+  /** Retries after the first attempt (0 turns retrying off). */
+  retries: number
+  /** First backoff step; each further retry doubles it, with jitter. */
+  baseDelayMs: number
+  /** Ceiling of one backoff step. */
+  maxDelayMs: number
+  /**
+   * The longest Retry-After the client waits for. When the service asks for more, the client
+   * does not retry early (it would only be refused again): it fails at once, and the error's
+   * `retryAfterMs` says how long the service asked for.
+   */
+  maxRetryAfterMs: number
+}
+
+export const DEFAULT_RETRY: RetryOptions = {
+  retries: 3,
+  baseDelayMs: 250,
+  maxDelayMs: 8_000,
+  maxRetryAfterMs: 30_000,
+}
+
+export interface RetryInfo {
+  operationId: OperationId
+  /** 1 for the first retry. */
+  attempt: number
+  delayMs: number
+  error: PromptServiceError
+}
+
+export interface TransportOptions {
+  baseUrl: string
+  credential: () => { token: string; kind: 'apiKey' | 'user' } | undefined
+  organizationId: () => string | undefined
+  retry: RetryOptions
+  timeoutMs: number
+  fetch: typeof fetch
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>
+  random: () => number
+  now: () => number
+  onRetry?: (info: RetryInfo) => void
+  userAgent?: string
+}
+
+/**
+ * Render routes are POSTs without side effects: safe to send again. Other POSTs (create,
+ * publish, fork, import) are only retried when the service certainly did not act on them (429).
+ */
+const SAFE_POSTS = new Set<OperationId>(['invokePrompt', 'injectPrompt', 'invokePublicPrompt'])
+
+export function isRetrySafe(operationId: OperationId, route: RouteSpec): boolean {
+  return route.method !== 'POST' || SAFE_POSTS.has(operationId)
+}
+
+/** Exponential backoff with "equal jitter": half the step fixed, half random. */
+export function backoffDelay(attempt: number, retry: RetryOptions, random: () => number): number {
+  const step = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** (attempt - 1))
+  return Math.round(step / 2 + random() * (step / 2))
+}
+
+/** Retry-After as delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number): number | undefined {
+  if (!value) return undefined
+  const trimmed = value.trim()
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000
+  const at = Date.parse(trimmed)
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
+}
+
+export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason)
+      return
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal?.reason)
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/** Routes that act in "the current workspace": a user token names it with `organizationId`. */
+function usesWorkspaceContext(route: RouteSpec): boolean {
+  return route.auth !== 'public' && route.path.startsWith('/api/v1/prompts')
+}
+
+function fill(path: string, params: Record<string, unknown> | undefined, operationId: string): string {
+  return path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_m, name: string) => {
+    const value = params?.[name]
+    if (value === undefined || value === null || value === '') {
+      throw new TypeError(`${operationId}: path parameter "${name}" is required`)
+    }
+    return encodeURIComponent(String(value))
+  })
+}
+
+function multipart(upload: UploadFile): FormData {
+  const form = new FormData()
+  const blob =
+    upload.file instanceof Blob
+      ? upload.file
+      : new Blob([typeof upload.file === 'string' ? upload.file : new Uint8Array(upload.file)], {
+          type: 'text/csv',
+        })
+  form.append('file', blob, upload.filename ?? 'prompts.csv')
+  return form
+}
+
+async function readError(res: Response, operationId: OperationId, now: number): Promise<PromptServiceError> {
+  const text = await res.text().catch(() => '')
+  let parsed: unknown
+  try {
+    parsed = text ? JSON.parse(text) : undefined
+  } catch {
+    parsed = undefined
+  }
+  const body = (parsed as { error?: Record<string, unknown> } | undefined)?.error
+  const retryAfterMs = parseRetryAfter(res.headers.get('retry-after'), now)
+  const requestId =
+    (typeof body?.requestId === 'string' ? body.requestId : undefined) ??
+    res.headers.get('x-request-id') ??
+    undefined
+  const code =
+    typeof body?.code === 'string' ? (body.code as PromptServiceError['code']) : codeForStatus(res.status)
+  return new PromptServiceError({
+    status: res.status,
+    code,
+    message:
+      typeof body?.message === 'string' ? body.message : `${operationId} failed with HTTP ${res.status}`,
+    details: body?.details,
+    requestId,
+    retryAfterMs,
+    operationId,
+  })
+}
+
+/** One HTTP exchange per attempt, retried per the options; answers the payload. */
+export class Transport {
+  private readonly opts: TransportOptions
+
+  constructor(opts: TransportOptions) {
+    this.opts = opts
+  }
+
+  async call(operationId: OperationId, input: RawInput = {}): Promise<unknown> {
+    const route = API_ROUTES[operationId] as RouteSpec
+    const url = new URL(fill(route.path, input.params, operationId), this.opts.baseUrl)
+    const credential = this.opts.credential()
+    const query: Record<string, unknown> = { ...input.query }
+    const org = this.opts.organizationId()
+    if (
+      credential?.kind === 'user' &&
+      org &&
+      usesWorkspaceContext(route) &&
+      query.organizationId === undefined
+    ) {
+      query.organizationId = org
+    }
+    for (const [name, value] of Object.entries(query)) {
+      if (value !== undefined && value !== null) url.searchParams.set(name, String(value))
+    }
+    const headers: Record<string, string> = { accept: 'application/json', ...input.headers }
+    if (this.opts.userAgent) headers['user-agent'] = this.opts.userAgent
+    if (credential && route.auth !== 'public') headers.authorization = `Bearer ${credential.token}`
+
+    const retrySafe = isRetrySafe(operationId, route)
+    for (let attempt = 0; ; attempt++) {
+      let body: string | FormData | undefined
+      if (input.body !== undefined) {
+        if (route.bodyType === 'multipart') body = multipart(input.body as UploadFile)
+        else {
+          body = JSON.stringify(input.body)
+          headers['content-type'] = 'application/json'
+        }
+      } else if (route.body && route.bodyOptional !== true && route.bodyType !== 'multipart') {
+        body = '{}'
+        headers['content-type'] = 'application/json'
+      }
+      let error: PromptServiceError
+      try {
+        return await this.once(operationId, route, url, headers, body, input.signal)
+      } catch (err) {
+        if (!(err instanceof PromptServiceError)) throw err
+        error = err
+      }
+      const canRetry =
+        attempt < this.opts.retry.retries &&
+        (error.status === 429 || ((error.status === 0 || error.status >= 500) && retrySafe))
+      if (!canRetry) throw error
+      let delayMs = backoffDelay(attempt + 1, this.opts.retry, this.opts.random)
+      if (error.retryAfterMs !== undefined) {
+        if (error.retryAfterMs > this.opts.retry.maxRetryAfterMs) throw error
+        delayMs = error.retryAfterMs
+      }
+      this.opts.onRetry?.({ operationId, attempt: attempt + 1, delayMs, error })
+      await this.opts.sleep(delayMs, input.signal)
+    }
+  }
+
+  private async once(
+    operationId: OperationId,
+    route: RouteSpec,
+    url: URL,
+    headers: Record<string, string>,
+    body: string | FormData | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
+    const timeout = AbortSignal.timeout(this.opts.timeoutMs)
+    let res: Response
+    try {
+      res = await this.opts.fetch(url, {
+        method: route.method,
+        headers,
+        body,
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      })
+    } catch (err) {
+      if (signal?.aborted) throw err // the caller gave up: not the service's failure
+      const timedOut = timeout.aborted
+      throw new PromptServiceError({
+        status: 0,
+        code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR',
+        message: timedOut
+          ? `${operationId}: no answer within ${this.opts.timeoutMs} ms`
+          : `${operationId}: the service cannot be reached (${(err as Error).message})`,
+        operationId,
+        cause: err,
+      })
+    }
+    if (!res.ok) throw await readError(res, operationId, this.opts.now())
+    if (res.status === 204) return undefined
+    if (route.produces === 'text/html') return res.text()
+    const text = await res.text()
+    const json: unknown = text ? JSON.parse(text) : undefined
+    return route.envelope === false ? json : (json as { data?: unknown } | undefined)?.data
+  }
+}

@@ -1,0 +1,450 @@
+import Fastify, { type FastifyInstance } from 'fastify'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { PromptClient, type PromptClientOptions, PromptServiceError, type RetryInfo } from '../src/index.ts'
+
+const ID = '0123456789abcdef01234567'
+const VERSION_ID = '0123456789abcdef0123456a'
+const ORG = '0123456789abcdef0123456b'
+
+interface Seen {
+  method: string
+  url: string
+  headers: Record<string, string | string[] | undefined>
+  body: unknown
+}
+
+interface Answer {
+  status?: number
+  headers?: Record<string, string>
+  body?: unknown
+  raw?: string
+}
+
+/** A stand-in for the gateway: answers what the test scripts and records every request. */
+class FakeGateway {
+  app: FastifyInstance | undefined
+  port = 0
+  seen: Seen[] = []
+  handler: (req: Seen) => Answer = () => ({ status: 404, body: error('NOT_FOUND') })
+
+  async start(port = 0): Promise<string> {
+    const app = Fastify()
+    app.addContentTypeParser('multipart/form-data', { parseAs: 'string' }, (_req, body, done) =>
+      done(null, body),
+    )
+    app.route({
+      method: ['GET', 'POST', 'PATCH', 'DELETE'],
+      url: '/*',
+      handler: async (request, reply) => {
+        const seen: Seen = {
+          method: request.method,
+          url: request.url,
+          headers: request.headers,
+          body: request.body,
+        }
+        this.seen.push(seen)
+        const answer = this.handler(seen)
+        reply.code(answer.status ?? 200).headers({ 'x-request-id': 'req-1', ...answer.headers })
+        if (answer.raw !== undefined) return reply.type('text/plain').send(answer.raw)
+        return answer.body === undefined ? reply.send() : reply.send(answer.body)
+      },
+    })
+    await app.listen({ host: '127.0.0.1', port })
+    const address = app.server.address()
+    this.port = typeof address === 'object' && address ? address.port : 0
+    this.app = app
+    return `http://127.0.0.1:${this.port}`
+  }
+
+  async stop(): Promise<void> {
+    await this.app?.close()
+    this.app = undefined
+  }
+
+  hits(fragment: string): number {
+    return this.seen.filter((s) => s.url.includes(fragment)).length
+  }
+}
+
+function error(code: string, message = 'failed', details?: unknown) {
+  return { error: { code, message, requestId: 'req-from-body', ...(details ? { details } : {}) } }
+}
+
+function rendered(text: string, version = 1) {
+  return {
+    data: { renderedContent: text, variables: {}, promptId: ID, versionId: VERSION_ID, version },
+  }
+}
+
+describe('PromptClient against a fake gateway', () => {
+  const fake = new FakeGateway()
+  let base: string
+  let now: number
+  let sleeps: number[]
+  let retries: RetryInfo[]
+  let backgroundErrors: unknown[]
+
+  const client = (extra: Partial<PromptClientOptions> = {}) =>
+    new PromptClient({
+      baseUrl: base,
+      apiKey: 'pk_test',
+      cacheTtlMs: 1_000,
+      clock: {
+        now: () => now,
+        sleep: async (ms) => {
+          sleeps.push(ms)
+        },
+        random: () => 0.5,
+      },
+      onRetry: (info) => retries.push(info),
+      onBackgroundError: (err) => backgroundErrors.push(err),
+      ...extra,
+    })
+
+  beforeEach(async () => {
+    fake.seen = []
+    now = 1_700_000_000_000
+    sleeps = []
+    retries = []
+    backgroundErrors = []
+    base = await fake.start()
+  })
+
+  afterEach(async () => {
+    await fake.stop()
+  })
+
+  describe('typed routes', () => {
+    it('fills path parameters, sends the query and the key, and unwraps {data}', async () => {
+      fake.handler = () => ({
+        body: {
+          data: {
+            prompts: [],
+            pagination: { page: 2, limit: 5, total: 0, totalPages: 0, hasNextPage: false },
+            summary: { total: 0, public: 0, private: 0, published: 0, unpublished: 0 },
+          },
+        },
+      })
+      const list = await client().api.listPrompts({ query: { page: 2, limit: 5, search: 'a b' } })
+      expect(list.pagination.page).toBe(2)
+      expect(fake.seen[0]?.url).toBe('/api/v1/prompts?page=2&limit=5&search=a+b')
+      expect(fake.seen[0]?.headers.authorization).toBe('Bearer pk_test')
+
+      fake.handler = () => ({ body: { data: [{ name: 'x/y', required: true }] } })
+      await client().api.updateVariable({ params: { id: ID, name: 'x/y' }, body: { required: false } })
+      expect(fake.seen[1]?.url).toBe(`/api/v1/prompts/${ID}/variables/x%2Fy`)
+      expect(fake.seen[1]?.body).toEqual({ required: false })
+    })
+
+    it('sends no credential to public routes and names the workspace for a user token', async () => {
+      fake.handler = () => ({ body: rendered('Hi') })
+      await client().api.invokePublicPrompt({ params: { id: ID }, body: { variables: {} } })
+      expect(fake.seen[0]?.headers.authorization).toBeUndefined()
+
+      const user = client({ apiKey: undefined, accessToken: 'jwt-token', organizationId: ORG })
+      await user.api.invokePrompt({ params: { id: ID }, query: { env: 'production' } })
+      expect(fake.seen[1]?.headers.authorization).toBe('Bearer jwt-token')
+      expect(fake.seen[1]?.url).toBe(`/api/v1/prompts/${ID}/invoke?env=production&organizationId=${ORG}`)
+      fake.handler = () => ({ body: { data: { organizations: [] } } })
+      await user.api.listOrganizations()
+      expect(fake.seen[2]?.url).toBe('/api/v1/organizations')
+    })
+
+    it('uploads a CSV as multipart and reads 204 and HTML answers', async () => {
+      fake.handler = () => ({ status: 202, body: { data: { batchId: ID, message: 'accepted' } } })
+      const accepted = await client({ accessToken: 't' }).api.importPrompts({
+        body: { file: 'name,template\nA,Hello {{x}}\n', filename: 'p.csv' },
+      })
+      expect(accepted.batchId).toBe(ID)
+      expect(String(fake.seen[0]?.headers['content-type'])).toContain('multipart/form-data')
+      expect(String(fake.seen[0]?.body)).toContain('Hello {{x}}')
+      expect(String(fake.seen[0]?.body)).toContain('filename="p.csv"')
+
+      fake.handler = () => ({ status: 204 })
+      expect(await client().api.logout({ body: { refreshToken: 'r' } })).toBeUndefined()
+      fake.handler = () => ({ raw: '<html>' })
+      expect(await client().api.getApiReference()).toBe('<html>')
+    })
+
+    it('refuses a call with a missing path parameter before sending it', async () => {
+      await expect(client().api.getPrompt({ params: { id: '' } })).rejects.toThrow(/path parameter "id"/)
+      expect(fake.seen).toHaveLength(0)
+    })
+  })
+
+  describe('errors', () => {
+    it("carry the service's status, code, message, details and request id", async () => {
+      fake.handler = () => ({
+        status: 400,
+        body: error('MISSING_REQUIRED_VARIABLES', 'missing required variables: name', ['name']),
+      })
+      const err = await client()
+        .api.invokePrompt({ params: { id: ID }, body: {} })
+        .catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(PromptServiceError)
+      expect(err).toMatchObject({
+        status: 400,
+        code: 'MISSING_REQUIRED_VARIABLES',
+        message: 'missing required variables: name',
+        details: ['name'],
+        requestId: 'req-from-body',
+        operationId: 'invokePrompt',
+      })
+    })
+
+    it('name a code for answers without an error body, and for an unreachable service', async () => {
+      fake.handler = () => ({ status: 502, raw: 'Bad Gateway' })
+      const bad = await client({ retries: 0 })
+        .api.listOrganizations()
+        .catch((e: unknown) => e)
+      expect(bad).toMatchObject({ status: 502, code: 'SERVICE_UNAVAILABLE', requestId: 'req-1' })
+
+      await fake.stop()
+      const down = await client({ retries: 0 })
+        .api.listOrganizations()
+        .catch((e: unknown) => e)
+      expect(down).toMatchObject({ status: 0, code: 'NETWORK_ERROR' })
+      base = await fake.start()
+    })
+  })
+
+  describe('retries', () => {
+    it('retry 5xx with exponential backoff and jitter, then succeed', async () => {
+      let n = 0
+      fake.handler = () =>
+        ++n < 4
+          ? { status: 503, body: error('SERVICE_UNAVAILABLE') }
+          : { body: { data: { organizations: [] } } }
+      const orgs = await client({
+        retries: { retries: 3, baseDelayMs: 100, maxDelayMs: 1_000 },
+      }).api.listOrganizations()
+      expect(orgs.organizations).toEqual([])
+      expect(fake.seen).toHaveLength(4)
+      // Steps 100, 200, 400; equal jitter with random() = 0.5 lands at 3/4 of each.
+      expect(sleeps).toEqual([75, 150, 300])
+      expect(retries.map((r) => [r.attempt, r.error.code])).toEqual([
+        [1, 'SERVICE_UNAVAILABLE'],
+        [2, 'SERVICE_UNAVAILABLE'],
+        [3, 'SERVICE_UNAVAILABLE'],
+      ])
+    })
+
+    it('keep each step between half and all of its ceiling, whatever the jitter', async () => {
+      for (const random of [0, 0.999]) {
+        sleeps = []
+        fake.handler = () => ({ status: 500, body: error('INTERNAL_ERROR') })
+        const c = client({
+          retries: { retries: 5, baseDelayMs: 100, maxDelayMs: 800 },
+          clock: { now: () => now, sleep: async (ms) => void sleeps.push(ms), random: () => random },
+        })
+        await expect(c.api.listOrganizations()).rejects.toMatchObject({ code: 'INTERNAL_ERROR' })
+        const ceilings = [100, 200, 400, 800, 800]
+        sleeps.forEach((ms, i) => {
+          expect(ms).toBeGreaterThanOrEqual((ceilings[i] ?? 0) / 2)
+          expect(ms).toBeLessThanOrEqual(ceilings[i] ?? 0)
+        })
+      }
+    })
+
+    it('honour Retry-After in seconds and as an HTTP date on 429', async () => {
+      let n = 0
+      fake.handler = () =>
+        ++n === 1
+          ? { status: 429, headers: { 'retry-after': '2' }, body: error('RATE_LIMITED') }
+          : { body: rendered('ok') }
+      await client().api.invokePrompt({ params: { id: ID } })
+      expect(sleeps).toEqual([2_000])
+
+      n = 0
+      sleeps = []
+      now = Math.floor(now / 1000) * 1000
+      const at = new Date(now + 3_000).toUTCString()
+      fake.handler = () =>
+        ++n === 1
+          ? { status: 429, headers: { 'retry-after': at }, body: error('RATE_LIMITED') }
+          : { body: rendered('ok') }
+      await client().api.invokePrompt({ params: { id: ID } })
+      expect(sleeps).toEqual([3_000])
+    })
+
+    it('do not retry early when Retry-After is beyond the cap: the error says how long to wait', async () => {
+      fake.handler = () => ({ status: 429, headers: { 'retry-after': '120' }, body: error('RATE_LIMITED') })
+      const err = await client({ retries: { maxRetryAfterMs: 30_000 } })
+        .api.listPrompts()
+        .catch((e: unknown) => e)
+      expect(err).toMatchObject({ status: 429, code: 'RATE_LIMITED', retryAfterMs: 120_000 })
+      expect(fake.seen).toHaveLength(1)
+      expect(sleeps).toEqual([])
+    })
+
+    it('never retry a refusal (4xx), nor a 5xx of a POST that may have acted', async () => {
+      fake.handler = () => ({ status: 400, body: error('VALIDATION_ERROR') })
+      await expect(client().api.listPrompts()).rejects.toMatchObject({ code: 'VALIDATION_ERROR' })
+      expect(fake.seen).toHaveLength(1)
+
+      fake.handler = () => ({ status: 500, body: error('INTERNAL_ERROR') })
+      await expect(client().api.createPrompt({ body: { name: 'A', template: 'x' } })).rejects.toMatchObject({
+        code: 'INTERNAL_ERROR',
+      })
+      expect(fake.hits('/api/v1/prompts')).toBe(2)
+
+      // Rendering has no side effect: a 5xx on invoke is retried.
+      await expect(client({ retries: 2 }).api.invokePrompt({ params: { id: ID } })).rejects.toMatchObject({
+        code: 'INTERNAL_ERROR',
+      })
+      expect(fake.hits('/invoke')).toBe(3)
+    })
+  })
+
+  describe('the cache', () => {
+    it('serves a rendered prompt from memory within the TTL, keyed by prompt, version, env and variables', async () => {
+      let n = 0
+      fake.handler = () => ({ body: rendered(`render ${++n}`) })
+      const c = client()
+      const first = await c.invoke(ID, { a: 1, b: 2 })
+      expect(first).toMatchObject({ renderedContent: 'render 1', source: 'network', version: 1 })
+      expect(await c.invoke(ID, { b: 2, a: 1 })).toMatchObject({
+        renderedContent: 'render 1',
+        source: 'cache',
+      })
+      expect(await c.invoke(ID, { a: 1, b: 3 })).toMatchObject({
+        renderedContent: 'render 2',
+        source: 'network',
+      })
+      expect(await c.invoke(ID, { a: 1, b: 2 }, { env: 'preview' })).toMatchObject({
+        renderedContent: 'render 3',
+      })
+      expect(await c.invoke(ID, { a: 1, b: 2 }, { version: 1 })).toMatchObject({
+        renderedContent: 'render 4',
+      })
+      expect(await c.invoke(ID, { a: 1, b: 2 }, { cache: false })).toMatchObject({
+        renderedContent: 'render 5',
+      })
+      expect(fake.hits('/invoke')).toBe(5)
+      expect(fake.seen[2]?.url).toContain('env=preview')
+      expect(fake.seen[3]?.body).toEqual({ variables: { a: 1, b: 2 }, version: 1 })
+    })
+
+    it('after the TTL, serves the stale value at once and refreshes it in the background', async () => {
+      let n = 0
+      fake.handler = () => ({ body: rendered(`render ${++n}`) })
+      const c = client()
+      await c.invoke(ID, {})
+      now += 1_500
+      expect(await c.invoke(ID, {})).toMatchObject({ renderedContent: 'render 1', source: 'stale' })
+      await c.settled()
+      expect(await c.invoke(ID, {})).toMatchObject({ renderedContent: 'render 2', source: 'cache' })
+      expect(fake.hits('/invoke')).toBe(2)
+    })
+
+    it('keeps serving the stale value while the service is down, and refreshes when it returns', async () => {
+      fake.handler = () => ({ body: rendered('before') })
+      const c = client()
+      await c.invoke(ID, { x: 1 })
+      const port = fake.port
+      await fake.stop()
+      now += 5_000
+      expect(await c.invoke(ID, { x: 1 })).toMatchObject({ renderedContent: 'before', source: 'stale' })
+      await c.settled()
+      expect(backgroundErrors.at(-1)).toMatchObject({ code: 'NETWORK_ERROR' })
+      expect(await c.invoke(ID, { x: 1 })).toMatchObject({ renderedContent: 'before', source: 'stale' })
+      await c.settled()
+
+      base = await fake.start(port)
+      fake.handler = () => ({ body: rendered('after', 2) })
+      expect(await c.invoke(ID, { x: 1 })).toMatchObject({ renderedContent: 'before', source: 'stale' })
+      await c.settled()
+      expect(await c.invoke(ID, { x: 1 })).toMatchObject({
+        renderedContent: 'after',
+        version: 2,
+        source: 'cache',
+      })
+    })
+
+    it('also stands in with the stale value on 5xx when stale-while-revalidate is off', async () => {
+      let state: 'up' | 'failing' = 'up'
+      let n = 0
+      fake.handler = () =>
+        state === 'up'
+          ? { body: rendered(`render ${++n}`) }
+          : { status: 503, body: error('SERVICE_UNAVAILABLE') }
+      const c = client({ staleWhileRevalidate: false, retries: 1 })
+      await c.invoke(ID)
+      now += 2_000
+      expect(await c.invoke(ID)).toMatchObject({ renderedContent: 'render 2', source: 'network' })
+      now += 2_000
+      state = 'failing'
+      expect(await c.invoke(ID)).toMatchObject({ renderedContent: 'render 2', source: 'stale' })
+    })
+
+    it('drops an entry when the service says the prompt is gone', async () => {
+      fake.handler = () => ({ body: rendered('x') })
+      const c = client()
+      await c.invoke(ID)
+      fake.handler = () => ({ status: 404, body: error('NOT_FOUND') })
+      now += 2_000
+      expect((await c.invoke(ID)).source).toBe('stale')
+      await c.settled()
+      await expect(c.invoke(ID)).rejects.toMatchObject({ code: 'NOT_FOUND', status: 404 })
+    })
+
+    it('forgets entries past maxStaleMs', async () => {
+      fake.handler = () => ({ body: rendered('x') })
+      const c = client({ maxStaleMs: 10_000 })
+      await c.invoke(ID)
+      await fake.stop()
+      now += 20_000
+      await expect(c.invoke(ID)).rejects.toMatchObject({ code: 'NETWORK_ERROR' })
+      base = await fake.start()
+    })
+
+    it('caches fetched prompts too, and drops what it holds of a prompt this client changes', async () => {
+      let n = 0
+      fake.handler = (req) =>
+        req.method === 'GET'
+          ? { body: { data: { _id: ID, name: `v${++n}` } } }
+          : { body: { data: { _id: ID, name: 'patched' } } }
+      const c = client()
+      expect(await c.getPrompt(ID)).toMatchObject({ name: 'v1', source: 'network' })
+      expect(await c.getPrompt(ID)).toMatchObject({ name: 'v1', source: 'cache' })
+      await c.api.updatePrompt({ params: { id: ID }, body: { description: 'new' } })
+      expect(await c.getPrompt(ID)).toMatchObject({ name: 'v2', source: 'network' })
+    })
+  })
+
+  describe('fallback templates', () => {
+    it('render locally when the service is unreachable and nothing is cached', async () => {
+      await fake.stop()
+      const c = client({ fallbackTemplates: { [ID]: 'Hello {{ name }}{{missing}}!' } })
+      expect(await c.invoke(ID, { name: 'Ada' })).toEqual({
+        renderedContent: 'Hello Ada!',
+        variables: { name: 'Ada' },
+        promptId: ID,
+        versionId: null,
+        version: null,
+        source: 'fallback',
+      })
+      await expect(c.invoke('0123456789abcdef0123456f', {})).rejects.toMatchObject({ code: 'NETWORK_ERROR' })
+      base = await fake.start()
+    })
+
+    it('stand in for 5xx and 429, never for a refusal, and enforce declared required variables', async () => {
+      const c = client({
+        retries: 0,
+        fallbackTemplates: {
+          [ID]: { template: 'Hi {{name}}', variables: [{ name: 'name', required: true }] },
+        },
+      })
+      fake.handler = () => ({ status: 503, body: error('SERVICE_UNAVAILABLE') })
+      expect(await c.invoke(ID, { name: 'Bo' })).toMatchObject({
+        renderedContent: 'Hi Bo',
+        source: 'fallback',
+      })
+      await expect(c.invoke(ID, {})).rejects.toMatchObject({ code: 'MISSING_REQUIRED_VARIABLES' })
+      fake.handler = () => ({ status: 429, body: error('RATE_LIMITED') })
+      expect((await c.invoke(ID, { name: 'Bo' })).source).toBe('fallback')
+      fake.handler = () => ({ status: 403, body: error('INSUFFICIENT_SCOPE') })
+      await expect(c.invoke(ID, { name: 'Bo' })).rejects.toMatchObject({ code: 'INSUFFICIENT_SCOPE' })
+    })
+  })
+})

@@ -1,0 +1,402 @@
+import {
+  ALL_SCHEMAS,
+  ERROR_STATUS,
+  type ErrorCode,
+  listRoutes,
+  type OperationId,
+  ROUTE_TAGS,
+  type RouteSpec,
+  type RouteTag,
+  routeErrors,
+} from '@pm/contracts'
+import type { TSchema } from '@sinclair/typebox'
+
+/**
+ * Turns the route catalogue of `@pm/contracts` into an OpenAPI 3.1 document. Nothing here is
+ * written by hand per route: paths, parameters, bodies, envelopes, failures and security all
+ * follow from the catalogue and the `$id` schemas.
+ */
+
+export type JsonSchema = { [key: string]: unknown }
+
+export interface OpenApiParameter {
+  name: string
+  in: 'path' | 'query' | 'header'
+  required: boolean
+  description?: string
+  schema: JsonSchema
+}
+
+export interface OpenApiMedia {
+  schema: JsonSchema
+  encoding?: Record<string, { contentType: string }>
+}
+
+export interface OpenApiResponse {
+  description: string
+  headers?: Record<string, { $ref: string } | { description: string; schema: JsonSchema }>
+  content?: Record<string, OpenApiMedia>
+}
+
+export interface OpenApiOperation {
+  operationId: string
+  tags: string[]
+  summary: string
+  description: string
+  parameters?: OpenApiParameter[]
+  requestBody?: { required: boolean; content: Record<string, OpenApiMedia> }
+  responses: Record<string, OpenApiResponse>
+  security: Record<string, string[]>[]
+  'x-auth': RouteSpec['auth']
+  'x-scope'?: string
+  'x-error-codes': ErrorCode[]
+}
+
+export type HttpVerb = 'get' | 'post' | 'patch' | 'delete'
+
+export interface OpenApiDocument {
+  openapi: '3.1.0'
+  jsonSchemaDialect: string
+  info: { title: string; version: string; description: string }
+  servers?: { url: string; description?: string }[]
+  tags: { name: string; description: string }[]
+  paths: Record<string, Partial<Record<HttpVerb, OpenApiOperation>>>
+  webhooks: Record<string, { post: Omit<OpenApiOperation, 'x-auth' | 'x-error-codes' | 'security'> }>
+  components: {
+    schemas: Record<string, JsonSchema>
+    securitySchemes: Record<string, JsonSchema>
+    headers: Record<string, { description: string; schema: JsonSchema }>
+  }
+}
+
+export interface DocumentOptions {
+  /** Absolute base URL to list under `servers` (the gateway's public address). */
+  serverUrl?: string
+  version?: string
+}
+
+const SCHEMA_REF = '#/components/schemas/'
+const DIALECT = 'https://spec.openapis.org/oas/3.1/dialect/base'
+
+/** `/api/v1/prompts/:id` → `/api/v1/prompts/{id}`. */
+export function toOpenApiPath(path: string): string {
+  return path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}')
+}
+
+/** A JSON copy of a TypeBox schema with `$ref: 'Name'` pointed at the components. */
+function plain(schema: TSchema | JsonSchema): JsonSchema {
+  const copy = JSON.parse(JSON.stringify(schema)) as JsonSchema
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      for (const item of node) walk(item)
+      return
+    }
+    if (!node || typeof node !== 'object') return
+    const obj = node as JsonSchema
+    if (typeof obj.$ref === 'string' && !obj.$ref.startsWith('#')) obj.$ref = `${SCHEMA_REF}${obj.$ref}`
+    for (const value of Object.values(obj)) walk(value)
+  }
+  walk(copy)
+  return copy
+}
+
+/** A reference for an `$id` schema, the schema itself otherwise. */
+function use(schema: TSchema): JsonSchema {
+  return typeof schema.$id === 'string' ? { $ref: `${SCHEMA_REF}${schema.$id}` } : plain(schema)
+}
+
+function refsIn(node: unknown, out: Set<string>): void {
+  if (Array.isArray(node)) {
+    for (const item of node) refsIn(item, out)
+    return
+  }
+  if (!node || typeof node !== 'object') return
+  const obj = node as JsonSchema
+  if (typeof obj.$ref === 'string' && obj.$ref.startsWith(SCHEMA_REF))
+    out.add(obj.$ref.slice(SCHEMA_REF.length))
+  for (const value of Object.values(obj)) refsIn(value, out)
+}
+
+const HEADERS: OpenApiDocument['components']['headers'] = {
+  'X-Request-Id': {
+    description:
+      'The request id (yours when you sent a valid one, else made up). Quote it in support requests.',
+    schema: { type: 'string' },
+  },
+  'X-Service-Version': { description: 'The version number that was rendered.', schema: { type: 'string' } },
+  'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer' } },
+  RateLimit: {
+    description: 'Remaining quota of the current window (IETF httpapi RateLimit header draft).',
+    schema: { type: 'string' },
+  },
+  'RateLimit-Policy': {
+    description: 'The quota policy (IETF httpapi RateLimit header draft).',
+    schema: { type: 'string' },
+  },
+}
+
+const headerRef = (name: keyof typeof HEADERS) => ({ $ref: `#/components/headers/${name}` })
+
+function parameters(route: RouteSpec): OpenApiParameter[] {
+  const out: OpenApiParameter[] = []
+  const add = (schema: TSchema | undefined, where: 'path' | 'query') => {
+    if (!schema) return
+    const obj = plain(schema)
+    const props = (obj.properties ?? {}) as Record<string, JsonSchema>
+    const required = new Set((obj.required ?? []) as string[])
+    for (const [name, prop] of Object.entries(props)) {
+      const { description, ...rest } = prop
+      out.push({
+        name,
+        in: where,
+        required: where === 'path' || (required.has(name) && rest.default === undefined),
+        ...(typeof description === 'string' ? { description } : {}),
+        schema: rest,
+      })
+    }
+  }
+  add(route.params, 'path')
+  add(route.query, 'query')
+  return out
+}
+
+function envelope(schema: JsonSchema): JsonSchema {
+  return { type: 'object', properties: { data: schema }, required: ['data'], additionalProperties: false }
+}
+
+function successResponse(route: RouteSpec): OpenApiResponse {
+  const headers: NonNullable<OpenApiResponse['headers']> = { 'X-Request-Id': headerRef('X-Request-Id') }
+  for (const name of route.headers ?? []) headers[name] = headerRef(name)
+  if (!route.gateway && route.auth !== 'user') {
+    headers.RateLimit = headerRef('RateLimit')
+    headers['RateLimit-Policy'] = headerRef('RateLimit-Policy')
+  }
+  const description =
+    route.status === 204 ? 'Done; no content.' : route.status === 202 ? 'Accepted.' : 'Success.'
+  if (route.produces === 'text/html') {
+    return { description, headers, content: { 'text/html': { schema: { type: 'string' } } } }
+  }
+  if (!route.response) return { description, headers }
+  const payload = use(route.response)
+  return {
+    description,
+    headers,
+    content: { 'application/json': { schema: route.envelope === false ? payload : envelope(payload) } },
+  }
+}
+
+function errorResponses(route: RouteSpec): Record<string, OpenApiResponse> {
+  const byStatus = new Map<number, ErrorCode[]>()
+  for (const code of routeErrors(route)) {
+    const status = ERROR_STATUS[code]
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code])
+  }
+  const out: Record<string, OpenApiResponse> = {}
+  for (const [status, codes] of [...byStatus].sort((a, b) => a[0] - b[0])) {
+    const headers: NonNullable<OpenApiResponse['headers']> = { 'X-Request-Id': headerRef('X-Request-Id') }
+    if (status === 429) {
+      headers['Retry-After'] = headerRef('Retry-After')
+      headers.RateLimit = headerRef('RateLimit')
+      headers['RateLimit-Policy'] = headerRef('RateLimit-Policy')
+    }
+    out[String(status)] = {
+      description: codes.join(', '),
+      headers,
+      content: {
+        'application/json': {
+          schema: {
+            allOf: [
+              { $ref: `${SCHEMA_REF}ErrorBody` },
+              {
+                type: 'object',
+                properties: { error: { type: 'object', properties: { code: { enum: codes } } } },
+              },
+            ],
+          },
+        },
+      },
+    }
+  }
+  return out
+}
+
+function security(route: RouteSpec): Record<string, string[]>[] {
+  const scopes = route.scope ? [route.scope] : []
+  if (route.auth === 'public') return []
+  if (route.auth === 'user') return [{ userToken: scopes }]
+  return [{ apiKey: scopes }, { userToken: scopes }]
+}
+
+function credentialText(route: RouteSpec): string {
+  if (route.auth === 'public') return 'No credential needed.'
+  const scope = route.scope ? ` with the \`${route.scope}\` scope` : ''
+  if (route.auth === 'user') {
+    return `Needs a user access token${scope ? ` whose role grants the \`${route.scope}\` scope` : ''}; an API key is refused (403 USER_TOKEN_REQUIRED).`
+  }
+  return `An API key${scope}, or a user access token${scope ? ' whose role grants it' : ''}.`
+}
+
+function operation(route: RouteSpec & { operationId: OperationId }): OpenApiOperation {
+  const op: OpenApiOperation = {
+    operationId: route.operationId,
+    tags: [route.tag],
+    summary: route.summary,
+    description: [route.description, credentialText(route)].filter(Boolean).join('\n\n'),
+    responses: {
+      [String(route.status)]: successResponse(route),
+      ...Object.fromEntries(
+        Object.entries(route.otherResponses ?? {}).map(([status, r]) => [
+          status,
+          {
+            description: r.description,
+            headers: { 'X-Request-Id': headerRef('X-Request-Id') },
+            content: { 'application/json': { schema: use(r.schema) } },
+          },
+        ]),
+      ),
+      ...errorResponses(route),
+    },
+    security: security(route),
+    'x-auth': route.auth,
+    ...(route.scope ? { 'x-scope': route.scope } : {}),
+    'x-error-codes': routeErrors(route),
+  }
+  const params = parameters(route)
+  if (params.length > 0) op.parameters = params
+  if (route.body) {
+    op.requestBody =
+      route.bodyType === 'multipart'
+        ? {
+            required: true,
+            content: {
+              'multipart/form-data': {
+                schema: use(route.body),
+                encoding: { file: { contentType: 'text/csv' } },
+              },
+            },
+          }
+        : {
+            required: route.bodyOptional !== true,
+            content: { 'application/json': { schema: use(route.body) } },
+          }
+  }
+  return op
+}
+
+function webhooks(): OpenApiDocument['webhooks'] {
+  const header = (name: string, description: string): OpenApiParameter => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+  })
+  return {
+    'version.published': {
+      post: {
+        operationId: 'versionPublishedWebhook',
+        tags: ['webhooks'],
+        summary: 'A version was published',
+        description:
+          'Sent to every active subscription of the organization. 2xx is success; anything else, ' +
+          'or no answer within 15 s, is retried with backoff for about 3 days; 410 turns the ' +
+          'subscription off. Verify `X-Service-Signature` (HMAC-SHA256 of `<t>.<raw body>` with ' +
+          'the secret) or the Standard Webhooks headers with any Standard Webhooks library.',
+        parameters: [
+          header('X-Service-Signature', '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`'),
+          header('X-Service-Event', 'The event type: `version.published`.'),
+          header('X-Service-Delivery', 'Unique id of this delivery (the same across its attempts).'),
+          header('webhook-id', 'Standard Webhooks: the event id.'),
+          header('webhook-timestamp', 'Standard Webhooks: unix seconds.'),
+          header(
+            'webhook-signature',
+            'Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<id>.<t>.<raw body>">`.',
+          ),
+        ],
+        requestBody: {
+          required: true,
+          content: { 'application/json': { schema: { $ref: `${SCHEMA_REF}VersionPublishedEvent` } } },
+        },
+        responses: {
+          '2XX': { description: 'Received.' },
+          '410': { description: 'Gone: the subscription is turned off.' },
+        },
+      },
+    },
+  }
+}
+
+const INFO_DESCRIPTION = `Prompt templates with immutable numbered versions, environments, rendering, a public catalog and webhooks.
+
+**Credentials.** Send \`Authorization: Bearer <credential>\`: an API key (\`pk_...\`, for backends and scripts; it belongs to one organization) or a user access token (a JWT from \`POST /api/v1/auth/login\`; it picks an organization with \`organizationId\` in the query or body, else the token's own). Publishing, forking, CSV import and key management need a user token.
+
+**Envelope.** A success is \`{"data": <payload>}\`. A failure is \`{"error": {"code", "message", "details"?, "requestId"}}\`; \`code\` is one of a closed list (see ErrorBody) and is what to branch on.
+
+**Pagination.** \`page\` from 1, \`limit\` default 20, at most 100; lists answer \`pagination: {page, limit, total, totalPages, hasNextPage}\`.
+
+**Rate limits.** Per API key and per IP on sign-in and the public catalog: 429 RATE_LIMITED with \`Retry-After\`.`
+
+/** Builds the whole document from the route catalogue and the `$id` schemas. */
+export function buildOpenApiDocument(options: DocumentOptions = {}): OpenApiDocument {
+  const paths: OpenApiDocument['paths'] = {}
+  for (const route of listRoutes()) {
+    const path = toOpenApiPath(route.path)
+    const item = paths[path] ?? {}
+    item[route.method.toLowerCase() as HttpVerb] = operation(route)
+    paths[path] = item
+  }
+  const hooks = webhooks()
+
+  // Components: the `$id` schemas the operations reach, and what those reach in turn.
+  const byId = new Map<string, TSchema>()
+  for (const schema of ALL_SCHEMAS) if (typeof schema.$id === 'string') byId.set(schema.$id, schema)
+  const wanted = new Set<string>(['ErrorBody'])
+  refsIn(paths, wanted)
+  refsIn(hooks, wanted)
+  const schemas: Record<string, JsonSchema> = {}
+  const queue = [...wanted]
+  while (queue.length > 0) {
+    const id = queue.shift() as string
+    if (schemas[id]) continue
+    const source = byId.get(id)
+    if (!source) throw new Error(`schema ${id} is referenced but not in ALL_SCHEMAS`)
+    const { $id: _id, ...rest } = plain(source)
+    schemas[id] = rest
+    const more = new Set<string>()
+    refsIn(rest, more)
+    for (const next of more) if (!schemas[next]) queue.push(next)
+  }
+
+  const sortedSchemas = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)))
+  return {
+    openapi: '3.1.0',
+    jsonSchemaDialect: DIALECT,
+    info: { title: 'Prompt service API', version: options.version ?? '1.0.0', description: INFO_DESCRIPTION },
+    ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
+    tags: (Object.keys(ROUTE_TAGS) as RouteTag[]).map((name) => ({ name, description: ROUTE_TAGS[name] })),
+    paths,
+    webhooks: hooks,
+    components: {
+      schemas: sortedSchemas,
+      securitySchemes: {
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'pk_<base62>',
+          description:
+            'An API key of one organization, with scopes: prompts:read, prompts:write, ' +
+            'organization:read, organization:write. The scopes listed on an operation are the ones it needs.',
+        },
+        userToken: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description:
+            'A user access token from POST /api/v1/auth/login. The role in the organization grants ' +
+            'the scopes: MEMBER prompts:read, prompts:write, organization:read; ADMIN and OWNER also organization:write.',
+        },
+      },
+      headers: HEADERS,
+    },
+  }
+}

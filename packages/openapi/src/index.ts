@@ -1,0 +1,11 @@
+export {
+  buildOpenApiDocument,
+  type DocumentOptions,
+  type HttpVerb,
+  type JsonSchema,
+  type OpenApiDocument,
+  type OpenApiOperation,
+  type OpenApiResponse,
+  toOpenApiPath,
+} from './document.ts'
+export { escapeHtml, renderReferencePage } from './reference.ts'
