@@ -36,3 +36,5 @@ if (role === 'upstream') await upstream(port)
 else if (role === 'proxy') await front(port, process.env.UPSTREAM_URL ?? '')
 else await front(port, await upstream(0))
 process.stdout.write(`bare ${role} listening on ${port}\n`)
+// Exit through process.exit so that --cpu-prof writes its profile.
+process.once('SIGTERM', () => process.exit(0))

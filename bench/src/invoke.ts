@@ -29,6 +29,8 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '50' },
     'cpu-prof': { type: 'boolean', default: false },
     'keep-logs': { type: 'boolean', default: false },
+    /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
+    'log-level': { type: 'string' },
   },
 })
 const mode = args.mode
@@ -91,6 +93,7 @@ async function startFull(): Promise<Chain> {
     BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
     BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
     BOOTSTRAP_ORG_NAME: 'Bench',
+    ...(args['log-level'] ? { LOG_LEVEL: args['log-level'] } : {}),
   }
   mkdirSync(common.DATA_DIR)
   if (mode === 'embedded') {
@@ -154,6 +157,7 @@ async function startBare(body: string): Promise<Chain> {
       'bench/src/bare.ts',
       { BARE_ROLE: 'both', PORT: String(port), BARE_BODY: body },
       logDir,
+      nodeFlags,
     )
     procs.push(front)
     children.push(front)
@@ -164,6 +168,7 @@ async function startBare(body: string): Promise<Chain> {
       'bench/src/bare.ts',
       { BARE_ROLE: 'upstream', PORT: String(upstreamPort), BARE_BODY: body },
       logDir,
+      nodeFlags,
     )
     procs.push(upstream)
     children.push(upstream)
@@ -173,6 +178,7 @@ async function startBare(body: string): Promise<Chain> {
       'bench/src/bare.ts',
       { BARE_ROLE: 'proxy', PORT: String(port), UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}` },
       logDir,
+      nodeFlags,
     )
     procs.push(front)
     children.push(front)
@@ -302,6 +308,11 @@ async function main(): Promise<void> {
     `publish → invoke: the first invoke after the publish returned rendered the new version ${fresh.firstTry}/20 times; slowest ${fmt(fresh.max)} ms`,
   )
 
+  if (args['cpu-prof']) {
+    log(
+      `CPU profiles in ${profDir} (written at exit), by pid: ${children.map((c) => `${c.name} ${c.child.pid}`).join(', ')}`,
+    )
+  }
   log('peak RSS (VmHWM):')
   for (const child of children) log(`  ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
   log(`  bench (autocannon): ${fmt(peakRssMiB(process.pid) ?? Number.NaN)} MiB`)

@@ -303,7 +303,9 @@ describe('large templates', () => {
     expect(first.unresolved).toEqual([])
     expect(first.renderedContent).not.toContain('{{')
     // Rendering leaves the compiled template untouched: a second render is identical.
-    expect(renderCompiled(c, variables, values, 'invoke').renderedContent === first.renderedContent).toBe(true)
+    expect(renderCompiled(c, variables, values, 'invoke').renderedContent === first.renderedContent).toBe(
+      true,
+    )
     // Inject with nothing supplied keeps the required placeholders as written and fills the defaults.
     const preview = renderCompiled(c, variables, {}, 'inject')
     expect(preview.unresolved).toHaveLength(varCount / 2)
