@@ -4,7 +4,8 @@
  * handler returning a fixed JSON body), both measured in the same run with autocannon.
  *
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
- *        [--duration 12] [--warmup 4] [--connections 50] [--cpu-prof]
+ *        [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
+ *        [--log-level info] [--cpu-prof] [--keep-logs]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
@@ -19,12 +20,22 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort } from '@pm/testkit'
 import autocannon, { type Result } from 'autocannon'
-import { type Child, cpuSeconds, peakRssMiB, startChild, waitReady } from './processes.ts'
+import {
+  type Child,
+  cpuSeconds,
+  findServers,
+  machineSeconds,
+  peakRssMiB,
+  startChild,
+  waitReady,
+} from './processes.ts'
 
 const { values: args } = parseArgs({
   options: {
     mode: { type: 'string', default: 'embedded' },
-    duration: { type: 'string', default: '12' },
+    /** Seconds of measurement per chain, split over --rounds alternating runs. */
+    duration: { type: 'string', default: '16' },
+    rounds: { type: 'string', default: '4' },
     warmup: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
     'cpu-prof': { type: 'boolean', default: false },
@@ -38,6 +49,7 @@ if (mode !== 'embedded' && mode !== 'distributed') throw new Error('--mode is em
 const duration = Number(args.duration)
 const warmup = Number(args.warmup)
 const connections = Number(args.connections)
+const rounds = Math.max(1, Number(args.rounds))
 
 const ADMIN = { email: 'bench@example.com', password: 'bench password 0123456789' }
 const TEMPLATE =
@@ -187,10 +199,20 @@ async function startBare(body: string): Promise<Chain> {
   return { url: `http://127.0.0.1:${port}`, procs }
 }
 
+/** A process whose CPU time a run accounts for. */
+interface Tracked {
+  name: string
+  pid: number | undefined
+}
+
+/** One autocannon run, with the CPU each process spent on it. */
 interface Run {
   result: Result
-  /** CPU microseconds per request, by process (the chain's and the load generator's). */
+  /** CPU seconds, by process (the chain's, the servers it uses, and the load generator's). */
   cpu: Record<string, number>
+  /** CPU seconds the rest of the machine used meanwhile, and the machine's total (all cores). */
+  otherBusy: number
+  machineTotal: number
 }
 
 async function load(
@@ -199,10 +221,11 @@ async function load(
   body: string,
   expectBody: string,
   seconds: number,
-  procs: Child[],
+  procs: Tracked[],
 ): Promise<Run> {
-  const before = procs.map((c) => cpuSeconds(c.child.pid))
+  const before = procs.map((c) => cpuSeconds(c.pid))
   const selfBefore = process.cpuUsage()
+  const machineBefore = machineSeconds()
   const result: Result = await autocannon({
     url,
     method: 'POST',
@@ -213,28 +236,70 @@ async function load(
     expectBody,
     timeout: 10,
   })
+  const machine = machineSeconds()
   const failed = result.errors + result.timeouts + result.non2xx + result.mismatches
   if (failed > 0) {
     throw new Error(
       `${url}: ${result.errors} errors, ${result.timeouts} timeouts, ${result.non2xx} non-2xx, ${result.mismatches} wrong bodies`,
     )
   }
-  const perRequest = (cpuS: number) => (cpuS * 1e6) / result.requests.total
   const cpu: Record<string, number> = {}
+  let ours = 0
   procs.forEach((c, i) => {
-    cpu[c.name] = perRequest(cpuSeconds(c.child.pid) - (before[i] ?? 0))
+    const used = cpuSeconds(c.pid) - (before[i] ?? 0)
+    ours += used
+    cpu[c.name] = used
   })
   const self = process.cpuUsage(selfBefore)
-  cpu.autocannon = perRequest((self.user + self.system) / 1e6)
-  return { result, cpu }
+  cpu.autocannon = (self.user + self.system) / 1e6
+  ours += cpu.autocannon
+  return {
+    result,
+    cpu,
+    otherBusy: Math.max(0, machine.busy - machineBefore.busy - ours),
+    machineTotal: machine.total - machineBefore.total,
+  }
+}
+
+/** Several runs of one chain taken together. */
+interface Summary {
+  requests: number
+  reqPerSec: number
+  /** Median of the runs' medians, and the worst run's p99 and max (autocannon keeps no histogram to merge). */
+  p50: number
+  p99: number
+  max: number
+  cpuPerRequest: Record<string, number>
+  otherLoad: number
+}
+
+function summarize(runs: Run[]): Summary {
+  const requests = runs.reduce((a, r) => a + r.result.requests.total, 0)
+  const seconds = runs.reduce((a, r) => a + r.result.duration, 0)
+  const p50s = runs.map((r) => r.result.latency.p50).sort((a, b) => a - b)
+  const cpuPerRequest: Record<string, number> = {}
+  for (const r of runs) {
+    for (const [name, used] of Object.entries(r.cpu)) {
+      cpuPerRequest[name] = (cpuPerRequest[name] ?? 0) + (used * 1e6) / requests
+    }
+  }
+  return {
+    requests,
+    reqPerSec: requests / seconds,
+    p50: p50s[Math.floor((p50s.length - 1) / 2)] ?? Number.NaN,
+    p99: Math.max(...runs.map((r) => r.result.latency.p99)),
+    max: Math.max(...runs.map((r) => r.result.latency.max)),
+    cpuPerRequest,
+    otherLoad: runs.reduce((a, r) => a + r.otherBusy, 0) / runs.reduce((a, r) => a + r.machineTotal, 0),
+  }
 }
 
 const fmt = (n: number, digits = 1) => n.toFixed(digits)
-const describeRun = (name: string, { result: r, cpu }: Run) =>
-  `${name}: ${fmt(r.requests.average, 0)} req/s, latency p50 ${fmt(r.latency.p50)} ms, p90 ${fmt(r.latency.p90)} ms, p99 ${fmt(r.latency.p99)} ms, max ${fmt(r.latency.max)} ms (${r.requests.total} requests in ${r.duration} s, ${connections} connections)\n` +
-  `  CPU per request: ${Object.entries(cpu)
+const describe = (name: string, s: Summary, runs: Run[]) =>
+  `${name}: ${fmt(s.reqPerSec, 0)} req/s (runs: ${runs.map((r) => fmt(r.result.requests.average, 0)).join(', ')}), latency p50 ${fmt(s.p50)} ms, p99 ${fmt(s.p99)} ms, max ${fmt(s.max)} ms; ${s.requests} requests, ${connections} connections\n` +
+  `  CPU per request: ${Object.entries(s.cpuPerRequest)
     .map(([n, us]) => `${n} ${fmt(us, 0)} µs`)
-    .join(', ')}`
+    .join(', ')}; other processes used ${fmt(s.otherLoad * 100, 0)}% of the machine meanwhile`
 
 /** After a publish returns, how long until the next invoke renders the new version. */
 async function freshness(gateway: string, token: string, apiKey: string, promptId: string, rounds: number) {
@@ -291,17 +356,40 @@ async function main(): Promise<void> {
   log(`full chain answers ${expected.length} bytes: ${expected.slice(0, 100)}...`)
 
   // The bare handler answers the very bytes the full chain does.
+  // In the distributed mode the chain also uses Redis (a rate-limit call per request): its CPU counts.
+  const servers = mode === 'distributed' ? findServers(['redis-server']) : []
   const bareChain = await startBare(expected)
   const bare = bareChain.url
 
   log('warming up')
-  await load(`${bare}${path}`, headers, body, expected, warmup, bareChain.procs)
-  await load(`${gateway}${path}`, headers, body, expected, warmup, full.procs)
+  const fullProcs: Tracked[] = [...full.procs.map((c) => ({ name: c.name, pid: c.child.pid })), ...servers]
+  const bareProcs: Tracked[] = bareChain.procs.map((c) => ({ name: c.name, pid: c.child.pid }))
+  const runBare = (seconds: number) => load(`${bare}${path}`, headers, body, expected, seconds, bareProcs)
+  const runFull = (seconds: number) => load(`${gateway}${path}`, headers, body, expected, seconds, fullProcs)
+  await runBare(warmup)
+  await runFull(warmup)
 
-  const bareRun = await load(`${bare}${path}`, headers, body, expected, duration, bareChain.procs)
-  log(describeRun('bare', bareRun))
-  const fullRun = await load(`${gateway}${path}`, headers, body, expected, duration, full.procs)
-  log(describeRun('full', fullRun))
+  // Alternating rounds (bare, full, full, bare, ...): a change in the machine's load during the
+  // bench then weighs on both chains alike.
+  const bareRuns: Run[] = []
+  const fullRuns: Run[] = []
+  const slice = duration / rounds
+  for (let i = 0; i < rounds; i++) {
+    if (i % 2 === 0) {
+      bareRuns.push(await runBare(slice))
+      fullRuns.push(await runFull(slice))
+    } else {
+      fullRuns.push(await runFull(slice))
+      bareRuns.push(await runBare(slice))
+    }
+  }
+  const b = summarize(bareRuns)
+  const f = summarize(fullRuns)
+  log(describe('bare', b, bareRuns))
+  log(describe('full', f, fullRuns))
+  if (Math.max(b.otherLoad, f.otherLoad) > 0.15) {
+    log('  note: the machine was busy with other work during the runs; the figures above carry that noise')
+  }
 
   const fresh = await freshness(gateway, token, apiKey, promptId, 20)
   log(
@@ -317,11 +405,9 @@ async function main(): Promise<void> {
   for (const child of children) log(`  ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
   log(`  bench (autocannon): ${fmt(peakRssMiB(process.pid) ?? Number.NaN)} MiB`)
 
-  const f = fullRun.result
-  const b = bareRun.result
-  const ratio = f.requests.average / b.requests.average
+  const ratio = f.reqPerSec / b.reqPerSec
   log(
-    `invoke/bare ratio: ${ratio.toFixed(2)} (full ${fmt(f.requests.average, 0)} req/s p50 ${fmt(f.latency.p50)} ms p99 ${fmt(f.latency.p99)} ms, bare ${fmt(b.requests.average, 0)} req/s)`,
+    `invoke/bare ratio: ${ratio.toFixed(2)} (full ${fmt(f.reqPerSec, 0)} req/s p50 ${fmt(f.p50)} ms p99 ${fmt(f.p99)} ms, bare ${fmt(b.reqPerSec, 0)} req/s)`,
   )
 }
 

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { closeSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { REPO_ROOT } from '@pm/testkit'
 
@@ -23,6 +23,34 @@ export function cpuSeconds(pid: number | undefined): number {
   } catch {
     return Number.NaN
   }
+}
+
+/** CPU time the whole machine has spent busy and in all, in seconds (Linux, all cores). */
+export function machineSeconds(): { busy: number; total: number } {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? ''
+    const ticks = line.trim().split(/\s+/).slice(1).map(Number)
+    const total = ticks.reduce((a, b) => a + b, 0)
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+    return { busy: (total - idle) / 100, total: total / 100 }
+  } catch {
+    return { busy: Number.NaN, total: Number.NaN }
+  }
+}
+
+/** Local server processes by command name (Linux /proc), e.g. redis-server. */
+export function findServers(names: string[]): Array<{ name: string; pid: number }> {
+  const found: Array<{ name: string; pid: number }> = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const comm = readFileSync(`/proc/${entry}/comm`, 'utf8').trim()
+      if (names.includes(comm)) found.push({ name: comm, pid: Number(entry) })
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
 }
 
 /** VmHWM of a process from /proc (Linux), in MiB. */

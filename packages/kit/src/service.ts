@@ -88,14 +88,15 @@ class AccessLog extends LogController {
 }
 
 /**
- * Standard output, written in batches: at a few thousand requests a second one write per log
- * line was a measurable share of a service's CPU (bench/README.md). Lines wait at most 200 ms;
- * pino flushes the rest synchronously when the process exits. Writes stay within PIPE_BUF
- * (4096 bytes) so that lines of services sharing one stdout (the embedded default) never
- * interleave mid-line.
+ * Standard output, written in batches and synchronously: at a few thousand requests a second,
+ * one write per log line (and, with pino's default asynchronous writes, one thread-pool
+ * hand-off per write) was a measurable share of a service's CPU (bench/README.md). A line waits
+ * at most 200 ms; the rest is flushed when the service closes or the process exits. Writes stay
+ * within PIPE_BUF (4096 bytes), so that lines of services sharing one stdout (the embedded
+ * default) never interleave mid-line.
  */
 function logDestination(): ReturnType<typeof destination> {
-  return destination({ dest: 1, sync: false, minLength: 2048, maxWrite: 4096, periodicFlush: 200 })
+  return destination({ dest: 1, sync: true, minLength: 2048, maxWrite: 4096, periodicFlush: 200 })
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -163,12 +164,13 @@ export function toErrorResponse(
  * signed caller context required on every route but health.
  */
 export function createService(opts: ServiceOptions): Service {
+  const stdout = opts.logStream ? null : logDestination()
   const app = Fastify({
     logger: {
       level: opts.logLevel ?? 'info',
       name: opts.name,
       redact: LOG_REDACT,
-      stream: opts.logStream ?? logDestination(),
+      stream: opts.logStream ?? stdout ?? undefined,
     },
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     logController: new AccessLog({ requestIdLogLabel: 'requestId' }),
@@ -182,6 +184,16 @@ export function createService(opts: ServiceOptions): Service {
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as Service
 
   for (const schema of ALL_SCHEMAS) app.addSchema(schema)
+
+  if (stdout) {
+    // The last lines (a crash's included) still reach the output when the process exits.
+    const flush = () => stdout.flushSync()
+    process.on('exit', flush)
+    app.addHook('onClose', async () => {
+      process.off('exit', flush)
+      flush()
+    })
+  }
 
   app.decorateRequest('caller', null as unknown as CallerContext)
 
