@@ -26,14 +26,26 @@ export interface Stack {
 
 const SERVICES = ['identity', 'prompts', 'render', 'webhooks'] as const
 
+export interface StackOptions {
+  /** Render replicas behind the gateway (RENDER_URLS); the extra ones are named render2, render3, ... */
+  renderReplicas?: number
+}
+
 /**
  * The distributed mode: five processes (stores on SQLite), events over the real NATS,
  * limits in the real Redis.
  */
-export async function startStack(extraEnv: Record<string, string> = {}): Promise<Stack> {
+export async function startStack(
+  extraEnv: Record<string, string> = {},
+  options: StackOptions = {},
+): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'pm-stack-'))
+  const extraRenders = Array.from(
+    { length: Math.max(0, (options.renderReplicas ?? 1) - 1) },
+    (_, i) => `render${i + 2}`,
+  )
   const ports: Record<string, number> = {}
-  for (const name of [...SERVICES, 'gateway']) ports[name] = await freePort()
+  for (const name of [...SERVICES, ...extraRenders, 'gateway']) ports[name] = await freePort()
   const env: Record<string, string> = {
     NODE_ENV: 'test',
     LOG_LEVEL: 'info',
@@ -44,7 +56,7 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
     REDIS_URL: await redisUrl(),
     IDENTITY_URL: `http://127.0.0.1:${ports.identity}`,
     PROMPTS_URL: `http://127.0.0.1:${ports.prompts}`,
-    RENDER_URLS: `http://127.0.0.1:${ports.render}`,
+    RENDER_URLS: ['render', ...extraRenders].map((name) => `http://127.0.0.1:${ports[name]}`).join(','),
     WEBHOOKS_URL: `http://127.0.0.1:${ports.webhooks}`,
     BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
     BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
@@ -54,7 +66,8 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
   }
   const processes: Record<string, RunningProcess> = {}
   const launch = async (name: string) => {
-    const proc = startProcess(name, join(REPO_ROOT, `apps/${name}/src/server.ts`), {
+    const app = name.startsWith('render') ? 'render' : name
+    const proc = startProcess(name, join(REPO_ROOT, `apps/${app}/src/server.ts`), {
       ...env,
       PORT: String(ports[name]),
     })
@@ -67,7 +80,7 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
   }
   try {
     // identity first: the others do not need it to start, but the gateway's JWKS does.
-    for (const name of SERVICES) await launch(name)
+    for (const name of [...SERVICES, ...extraRenders]) await launch(name)
     await launch('gateway')
   } catch (err) {
     await stop()

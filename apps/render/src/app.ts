@@ -24,12 +24,15 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
   const resolver = new Resolver({
     promptsUrl: config.PROMPTS_URL,
     snapshotCacheSize: config.SNAPSHOT_CACHE_SIZE,
+    snapshotCacheMaxBytes: config.SNAPSHOT_CACHE_MAX_BYTES,
     resolveCacheSize: config.RESOLVE_CACHE_SIZE,
     resolveTtlMs: config.RESOLVE_CACHE_TTL_MS,
+    connections: config.PROMPTS_CONNECTIONS,
   })
-  bus.onBroadcast(SUBJECTS.promptChanged, (data) =>
-    resolver.invalidate((data as PromptChangedEvent).promptId),
-  )
+  bus.onBroadcast(SUBJECTS.promptChanged, (data) => {
+    const promptId = (data as Partial<PromptChangedEvent> | null)?.promptId
+    if (typeof promptId === 'string') resolver.invalidate(promptId)
+  })
 
   const app = createService({
     name: 'render',

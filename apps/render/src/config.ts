@@ -6,11 +6,18 @@ export const RenderConfigSchema = Type.Object({
   ...busSettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4003 }),
   PROMPTS_URL: Type.String({ pattern: '^https?://', default: 'http://127.0.0.1:4002' }),
-  /** Published snapshots never change: how many compiled ones to keep. */
+  /** Published snapshots never change: how many compiled ones to keep... */
   SNAPSHOT_CACHE_SIZE: Type.Integer({ minimum: 1, default: 5_000 }),
-  /** What moves (current version, pins, visibility) is kept this long unless an event drops it first. */
+  /** ...and how many bytes they may take in all (approximately; a template may be 100,000 characters). */
+  SNAPSHOT_CACHE_MAX_BYTES: Type.Integer({ minimum: 1_000_000, default: 64 * 1024 * 1024 }),
+  /**
+   * What moves (current version, pins, visibility, existence) is kept this long unless a change
+   * event drops it first; it bounds staleness if an event is lost. 0 turns the cache off.
+   */
   RESOLVE_CACHE_TTL_MS: Type.Integer({ minimum: 0, default: 5_000 }),
   RESOLVE_CACHE_SIZE: Type.Integer({ minimum: 1, default: 20_000 }),
+  /** Keep-alive connections to the prompts service. */
+  PROMPTS_CONNECTIONS: Type.Integer({ minimum: 1, default: 32 }),
 })
 export type RenderConfig = Static<typeof RenderConfigSchema>
 

@@ -12,13 +12,13 @@ interface Envelope extends CallerContext {
   exp: number
 }
 
-function sign(payload: string, secret: string): string {
-  return createHmac('sha256', secret).update(payload).digest('base64url')
+function mac(payload: string, secret: string): Buffer {
+  return createHmac('sha256', secret).update(payload).digest()
 }
 
 export function signContext(context: CallerContext, secret: string, now = Date.now()): string {
   const payload = Buffer.from(JSON.stringify({ ...context, exp: now + MAX_AGE_MS })).toString('base64url')
-  return `${payload}.${sign(payload, secret)}`
+  return `${payload}.${mac(payload, secret).toString('base64url')}`
 }
 
 export function verifyContext(
@@ -31,7 +31,7 @@ export function verifyContext(
   if (dot <= 0) return null
   const payload = token.slice(0, dot)
   const given = Buffer.from(token.slice(dot + 1), 'base64url')
-  const expected = Buffer.from(sign(payload, secret), 'base64url')
+  const expected = mac(payload, secret)
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null
   try {
     const { exp, ...context } = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Envelope

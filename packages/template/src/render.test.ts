@@ -281,7 +281,7 @@ describe('renderCompiled', () => {
   })
 })
 
-describe('performance', () => {
+describe('large templates', () => {
   const varCount = 1_000
   const names = Array.from({ length: varCount }, (_, i) => `var_${i}.x-${i}`)
   // ~100,000 characters: each of the 1,000 variables appears once, padded with unicode filler.
@@ -296,27 +296,28 @@ describe('performance', () => {
     expect(compileTemplate(template).names).toHaveLength(varCount)
   })
 
-  it('compiles and renders it in a few milliseconds', () => {
-    // Warm up so the measurement reflects steady state rather than JIT compilation.
-    for (let i = 0; i < 5; i++) renderTemplate(template, variables, values, 'invoke')
-    const runs = 20
-    const started = performance.now()
-    let last = renderTemplate(template, variables, values, 'invoke')
-    for (let i = 1; i < runs; i++) last = renderTemplate(template, variables, values, 'invoke')
-    const perRun = (performance.now() - started) / runs
-    expect(last.missingRequired).toEqual([])
-    expect(last.unresolved).toEqual([])
-    expect(last.renderedContent).not.toContain('{{')
-    expect(perRun).toBeLessThan(25)
+  it('renders it in both modes, repeatedly from one compiled template', () => {
+    const c = compileTemplate(template)
+    const first = renderCompiled(c, variables, values, 'invoke')
+    expect(first.missingRequired).toEqual([])
+    expect(first.unresolved).toEqual([])
+    expect(first.renderedContent).not.toContain('{{')
+    // Rendering leaves the compiled template untouched: a second render is identical.
+    expect(renderCompiled(c, variables, values, 'invoke').renderedContent === first.renderedContent).toBe(
+      true,
+    )
+    // Inject with nothing supplied keeps the required placeholders as written and fills the defaults.
+    const preview = renderCompiled(c, variables, {}, 'inject')
+    expect(preview.unresolved).toHaveLength(varCount / 2)
+    expect(preview.missingRequired).toHaveLength(varCount / 2)
+    expect(preview.renderedContent).toContain(`{{ ${names[0]} }}`)
+    expect(preview.renderedContent).not.toContain(`{{ ${names[1]} }}`)
+    expect(preview.renderedContent).toContain('d1 lorem')
   })
 
-  it('renders a cached compiled template quickly', () => {
-    const c = compileTemplate(template)
-    for (let i = 0; i < 5; i++) renderCompiled(c, variables, values, 'inject')
-    const runs = 50
-    const started = performance.now()
-    for (let i = 0; i < runs; i++) renderCompiled(c, variables, values, 'inject')
-    expect((performance.now() - started) / runs).toBeLessThan(10)
+  it('reports every one of 1,000 missing required variables by name', () => {
+    const r = renderTemplate(template, variables, {}, 'invoke')
+    expect(r.missingRequired).toEqual(names.filter((_, i) => i % 2 === 0))
   })
 
   it('renders every placeholder of the large template correctly', () => {

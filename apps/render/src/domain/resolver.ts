@@ -2,6 +2,7 @@ import {
   AppError,
   CONTEXT_HEADER,
   type ErrorCode,
+  type EnvironmentName,
   isErrorCode,
   type ResolvedPrompt,
   type Variable,
@@ -10,6 +11,7 @@ import { type CompiledTemplate, compileTemplate } from '@pm/template'
 import { LRUCache } from 'lru-cache'
 import { Pool } from 'undici'
 
+/** A published version, compiled once. Immutable, so it is shared by every request that names it. */
 export interface Snapshot {
   promptId: string
   versionId: string
@@ -22,7 +24,7 @@ export interface ResolveRequest {
   promptId: string
   organizationId: string | undefined
   version?: number
-  env?: 'preview' | 'production'
+  env?: EnvironmentName
   publicOnly: boolean
   /** Forwarded to the prompts service as is (it was signed by the gateway). */
   contextHeader: string
@@ -31,75 +33,204 @@ export interface ResolveRequest {
 
 export interface ResolverOptions {
   promptsUrl: string
+  /** Most compiled snapshots kept. */
   snapshotCacheSize: number
+  /** Their approximate total size in bytes (a template may be 100,000 characters). */
+  snapshotCacheMaxBytes: number
+  /** Most pointer lookups kept. */
   resolveCacheSize: number
+  /** How long a pointer lookup is trusted when no change event drops it first. 0: never cached. */
   resolveTtlMs: number
+  /** Connections to the prompts service. */
+  connections?: number
+}
+
+export interface ResolverStats {
+  /** Lookups answered from the pointer cache. */
+  hits: number
+  /** Lookups that asked the prompts service. */
+  fetches: number
+  /** Change events received. */
+  invalidations: number
+}
+
+/** A lookup on its way to the prompts service, shared by the requests that ask the same thing meanwhile. */
+interface Flight {
+  promptId: string
+  key: string
+  promise: Promise<Snapshot>
+  /** stale: a change event for the prompt arrived while the lookup was in flight, so its answer is not cached. */
+  state: { stale: boolean }
+}
+
+/** Rough retained size of a compiled snapshot, for the cache's byte bound. */
+function snapshotBytes(s: Snapshot): number {
+  let bytes = 256 + s.compiled.source.length * 2 + s.compiled.slots.length * 48
+  for (const v of s.variables) bytes += 64 + (v.name.length + (v.defaultValue?.length ?? 0)) * 2
+  return bytes
 }
 
 /**
- * Finds the snapshot to render. Two caches: compiled snapshots by version id (a published
- * version never changes, so they are kept until evicted), and the short-lived answer to
- * "which version does this request mean" (current version, pins, visibility), which the
- * prompts service's change events drop at once.
+ * Finds the snapshot to render. Two caches:
+ * - compiled snapshots by version id: a published version never changes, so one is kept until
+ *   the bounded cache evicts it;
+ * - "pointers", the answer to "which version does this request mean" (current version, an
+ *   environment's pin, visibility, existence) per prompt, workspace, version and env. These move,
+ *   so they live briefly (RESOLVE_CACHE_TTL_MS) and the prompts service's change events drop them
+ *   at once. A lookup that was in flight when an event arrived is not cached, and later requests
+ *   do not join it.
+ * The prompts service decides access; a pointer is cached per workspace (or "public"), so a
+ * cached answer is only ever reused for a caller the prompts service already said yes to.
  */
 export class Resolver {
   private readonly pool: Pool
   private readonly snapshots: LRUCache<string, Snapshot>
-  private readonly pointers: LRUCache<string, string>
-  /** Bumped on every change event so a lookup that raced with the event is not cached. */
-  private readonly generations = new Map<string, number>()
+  private readonly pointers: LRUCache<string, string> | null
+  /** Pointer keys by prompt id, so that an event drops exactly that prompt's entries. */
+  private readonly keysByPrompt = new Map<string, Set<string>>()
+  private readonly flights = new Map<string, Flight>()
+  private readonly flightsByPrompt = new Map<string, Set<Flight>>()
+  readonly stats: ResolverStats = { hits: 0, fetches: 0, invalidations: 0 }
 
   constructor(opts: ResolverOptions) {
-    this.pool = new Pool(opts.promptsUrl, { connections: 64, pipelining: 1, keepAliveTimeout: 30_000 })
-    this.snapshots = new LRUCache({ max: opts.snapshotCacheSize })
-    this.pointers = new LRUCache({ max: opts.resolveCacheSize, ttl: Math.max(opts.resolveTtlMs, 1) })
+    this.pool = new Pool(opts.promptsUrl, {
+      connections: opts.connections ?? 32,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+    })
+    this.snapshots = new LRUCache({
+      max: opts.snapshotCacheSize,
+      maxSize: opts.snapshotCacheMaxBytes,
+      sizeCalculation: snapshotBytes,
+    })
+    this.pointers =
+      opts.resolveTtlMs > 0
+        ? new LRUCache<string, string>({
+            max: opts.resolveCacheSize,
+            ttl: opts.resolveTtlMs,
+            dispose: (_versionId, key) => this.unindex(key),
+          })
+        : null
   }
 
-  private key(r: ResolveRequest): string {
-    return `${r.promptId}|${r.publicOnly ? 'public' : r.organizationId}|${r.version ?? ''}|${r.env ?? ''}`
+  private static key(r: ResolveRequest): string {
+    return `${r.promptId}|${r.publicOnly ? 'public' : (r.organizationId ?? '')}|${r.version ?? ''}|${r.env ?? ''}`
   }
 
-  /** Drops everything cached about which version of this prompt to render. */
+  private unindex(key: string): void {
+    const promptId = key.slice(0, key.indexOf('|'))
+    const keys = this.keysByPrompt.get(promptId)
+    if (!keys) return
+    keys.delete(key)
+    if (keys.size === 0) this.keysByPrompt.delete(promptId)
+  }
+
+  /** Drops everything cached about which version of this prompt to render (a change event). */
   invalidate(promptId: string): void {
-    this.generations.set(promptId, (this.generations.get(promptId) ?? 0) + 1)
-    for (const key of this.pointers.keys()) if (key.startsWith(`${promptId}|`)) this.pointers.delete(key)
+    this.stats.invalidations++
+    const keys = this.keysByPrompt.get(promptId)
+    if (keys && this.pointers) for (const key of [...keys]) this.pointers.delete(key)
+    this.keysByPrompt.delete(promptId)
+    const flights = this.flightsByPrompt.get(promptId)
+    if (flights) {
+      for (const flight of flights) {
+        flight.state.stale = true
+        if (this.flights.get(flight.key) === flight) this.flights.delete(flight.key)
+      }
+      this.flightsByPrompt.delete(promptId)
+    }
+  }
+
+  /** Drops every pointer (for instance after the event stream may have missed messages). */
+  invalidateAll(): void {
+    this.pointers?.clear()
+    this.keysByPrompt.clear()
+    for (const flight of this.flights.values()) flight.state.stale = true
+    this.flights.clear()
+    this.flightsByPrompt.clear()
   }
 
   async resolve(r: ResolveRequest): Promise<Snapshot> {
-    const key = this.key(r)
-    const versionId = this.pointers.get(key)
-    if (versionId) {
+    const key = Resolver.key(r)
+    const versionId = this.pointers?.get(key)
+    if (versionId !== undefined) {
       const cached = this.snapshots.get(versionId)
-      if (cached) return cached
-    }
-    const generation = this.generations.get(r.promptId) ?? 0
-    const resolved = await this.fetch(r)
-    let snapshot = this.snapshots.get(resolved.versionId)
-    if (!snapshot) {
-      snapshot = {
-        promptId: resolved.promptId,
-        versionId: resolved.versionId,
-        version: resolved.version,
-        compiled: compileTemplate(resolved.template),
-        variables: resolved.variables,
+      if (cached) {
+        this.stats.hits++
+        return cached
       }
-      this.snapshots.set(resolved.versionId, snapshot)
     }
-    if ((this.generations.get(r.promptId) ?? 0) === generation) this.pointers.set(key, resolved.versionId)
+    const pending = this.flights.get(key)
+    if (pending) return pending.promise
+    return this.fly(key, r)
+  }
+
+  private fly(key: string, r: ResolveRequest): Promise<Snapshot> {
+    this.stats.fetches++
+    const state = { stale: false }
+    const promise = this.fetch(r)
+      .then((resolved) => {
+        const snapshot = this.snapshot(resolved)
+        if (!state.stale) this.remember(key, r.promptId, resolved.versionId)
+        return snapshot
+      })
+      .finally(() => {
+        if (this.flights.get(key) === flight) this.flights.delete(key)
+        const flights = this.flightsByPrompt.get(r.promptId)
+        if (flights) {
+          flights.delete(flight)
+          if (flights.size === 0) this.flightsByPrompt.delete(r.promptId)
+        }
+      })
+    const flight: Flight = { promptId: r.promptId, key, promise, state }
+    this.flights.set(key, flight)
+    let flights = this.flightsByPrompt.get(r.promptId)
+    if (!flights) {
+      flights = new Set()
+      this.flightsByPrompt.set(r.promptId, flights)
+    }
+    flights.add(flight)
+    return promise
+  }
+
+  private remember(key: string, promptId: string, versionId: string): void {
+    if (!this.pointers) return
+    this.pointers.set(key, versionId)
+    let keys = this.keysByPrompt.get(promptId)
+    if (!keys) {
+      keys = new Set()
+      this.keysByPrompt.set(promptId, keys)
+    }
+    keys.add(key)
+  }
+
+  /** The compiled snapshot of a resolved version, compiled once per version id. */
+  private snapshot(resolved: ResolvedPrompt): Snapshot {
+    const cached = this.snapshots.get(resolved.versionId)
+    if (cached) return cached
+    const snapshot: Snapshot = {
+      promptId: resolved.promptId,
+      versionId: resolved.versionId,
+      version: resolved.version,
+      compiled: compileTemplate(resolved.template),
+      variables: resolved.variables,
+    }
+    this.snapshots.set(resolved.versionId, snapshot)
     return snapshot
   }
 
-  private async fetch(r: ResolveRequest): Promise<ResolvedPrompt> {
-    const query = new URLSearchParams()
-    if (r.version !== undefined) query.set('version', String(r.version))
-    if (r.env !== undefined) query.set('env', r.env)
-    if (r.publicOnly) query.set('public', 'true')
-    const qs = query.toString()
-    return this.getJson<ResolvedPrompt>(`/internal/prompts/${r.promptId}/resolve${qs ? `?${qs}` : ''}`, r)
+  private fetch(r: ResolveRequest): Promise<ResolvedPrompt> {
+    let query = ''
+    if (r.version !== undefined) query += `&version=${r.version}`
+    if (r.env !== undefined) query += `&env=${r.env}`
+    if (r.publicOnly) query += '&public=true'
+    const path = `/internal/prompts/${encodeURIComponent(r.promptId)}/resolve${query ? `?${query.slice(1)}` : ''}`
+    return this.getJson<ResolvedPrompt>(path, r)
   }
 
-  async draft(r: ResolveRequest): Promise<{ template: string; variables: Variable[] }> {
-    return this.getJson(`/internal/prompts/${r.promptId}/draft`, r)
+  /** The draft, for inject: never cached, since every save changes it. */
+  draft(r: ResolveRequest): Promise<{ template: string; variables: Variable[] }> {
+    return this.getJson(`/internal/prompts/${encodeURIComponent(r.promptId)}/draft`, r)
   }
 
   private async getJson<T>(path: string, r: ResolveRequest): Promise<T> {
@@ -112,7 +243,11 @@ export class Resolver {
         headersTimeout: 10_000,
         bodyTimeout: 10_000,
       })
-    } catch {
+    } catch (err) {
+      const code = (err as { code?: string }).code
+      if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+        throw new AppError('UPSTREAM_TIMEOUT', 'the prompts service did not answer in time')
+      }
       throw new AppError('SERVICE_UNAVAILABLE', 'the prompts service is not reachable')
     }
     const body = (await res.body.json().catch(() => null)) as
@@ -120,7 +255,14 @@ export class Resolver {
       | null
     if (res.statusCode === 200 && body) return body
     const code = body?.error?.code
-    if (isErrorCode(code) && res.statusCode < 500) {
+    // The prompts service's own 4xx answers (not found, no published version, ...) are the
+    // caller's answer too; anything else is this service's upstream failing.
+    if (
+      isErrorCode(code) &&
+      res.statusCode >= 400 &&
+      res.statusCode < 500 &&
+      code !== 'INVALID_CREDENTIALS'
+    ) {
       throw new AppError(code as ErrorCode, body?.error?.message ?? 'lookup failed', body?.error?.details)
     }
     throw new AppError('SERVICE_UNAVAILABLE', 'the prompts service failed')

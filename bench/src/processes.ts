@@ -1,0 +1,126 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { REPO_ROOT } from '@pm/testkit'
+
+export interface Child {
+  name: string
+  child: ChildProcess
+  logFile: string
+  /** Peak resident set size so far (VmHWM), in MiB; null once the process is gone. */
+  peakRssMiB(): number | null
+  stop(): Promise<void>
+}
+
+/** CPU time (user + system) a process has used so far, in seconds (Linux). */
+export function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN
+  try {
+    // Fields after the command name (which may hold spaces, hence the last ')'); utime and stime are 14 and 15.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** CPU time the whole machine has spent busy and in all, in seconds (Linux, all cores). */
+export function machineSeconds(): { busy: number; total: number } {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? ''
+    const ticks = line.trim().split(/\s+/).slice(1).map(Number)
+    const total = ticks.reduce((a, b) => a + b, 0)
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+    return { busy: (total - idle) / 100, total: total / 100 }
+  } catch {
+    return { busy: Number.NaN, total: Number.NaN }
+  }
+}
+
+/** Local server processes by command name (Linux /proc), e.g. redis-server. */
+export function findServers(names: string[]): Array<{ name: string; pid: number }> {
+  const found: Array<{ name: string; pid: number }> = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const comm = readFileSync(`/proc/${entry}/comm`, 'utf8').trim()
+      if (names.includes(comm)) found.push({ name: comm, pid: Number(entry) })
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
+}
+
+/** VmHWM of a process from /proc (Linux), in MiB. */
+export function peakRssMiB(pid: number | undefined): number | null {
+  if (pid === undefined) return null
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = /^VmHWM:\s+(\d+)\s+kB/m.exec(status)?.[1]
+    return kb === undefined ? null : Number(kb) / 1024
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Starts a TypeScript entry point on Node 24 with its output going straight to a log file, as a
+ * deployed service's would go to its collector: the bench process never touches those bytes.
+ */
+export function startChild(
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  logDir: string,
+  nodeFlags: string[] = [],
+): Child {
+  const logFile = join(logDir, `${name}.log`)
+  const fd = openSync(logFile, 'a')
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--disable-warning=ExperimentalWarning', ...nodeFlags, join(REPO_ROOT, entry)],
+    { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', fd, fd] },
+  )
+  closeSync(fd)
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  return {
+    name,
+    child,
+    logFile,
+    peakRssMiB: () => (child.exitCode === null ? peakRssMiB(child.pid) : null),
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+      await exited
+    },
+  }
+}
+
+function tail(file: string, lines = 20): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n')
+  } catch {
+    return ''
+  }
+}
+
+/** Polls `url` until it answers 200; fails early, with the log's tail, if the process exits. */
+export async function waitReady(url: string, proc: Child, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last = ''
+  while (Date.now() < deadline) {
+    if (proc.child.exitCode !== null) {
+      throw new Error(`${proc.name} exited with ${proc.child.exitCode}:\n${tail(proc.logFile)}`)
+    }
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) })
+      if (res.ok) return
+      last = `status ${res.status}`
+    } catch (err) {
+      last = (err as Error).message
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`${proc.name}: ${url} not ready after ${timeoutMs} ms (${last})\n${tail(proc.logFile)}`)
+}
