@@ -61,6 +61,18 @@ export type Service = FastifyInstance<
  * "request completed" with the whole req/res): request logging was the largest single cost on
  * the invoke path (bench/README.md). Errors keep Fastify's default lines.
  */
+/**
+ * `request.ip` behind a trusted proxy reads the socket, which is gone once the client has
+ * closed the connection: the log line must not throw then.
+ */
+function clientAddress(request: FastifyRequest): string | undefined {
+  try {
+    return request.ip
+  } catch {
+    return undefined
+  }
+}
+
 class AccessLog extends LogController {
   override incomingRequest(): void {}
 
@@ -78,7 +90,7 @@ class AccessLog extends LogController {
       {
         method: request.method,
         url: request.url,
-        remoteAddress: request.ip,
+        remoteAddress: clientAddress(request),
         statusCode: reply.statusCode,
         responseTime: Math.round(reply.elapsedTime * 100) / 100,
       },
