@@ -30,7 +30,7 @@ export class Authenticator {
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>
   private readonly keys: LRUCache<string, ResolvedApiKey | typeof NOT_FOUND>
   private readonly inflight = new Map<string, Promise<ResolvedApiKey | null>>()
-  private readonly memberships: LRUCache<string, MembershipInfo | typeof NOT_FOUND>
+  private readonly memberships: LRUCache<string, MembershipInfo>
   /** Hashes revoked while a lookup was in flight must not be cached by it. */
   private readonly revokedHashes = new LRUCache<string, true>({ max: 10_000, ttl: 10 * 60_000 })
 
@@ -105,12 +105,14 @@ export class Authenticator {
   /** The user's ACTIVE role in the organization, or null. */
   async activeRole(organizationId: string, userId: string, requestId: string): Promise<Role | null> {
     const cacheKey = `${organizationId}:${userId}`
-    let m = this.memberships.get(cacheKey)
-    if (m === undefined) {
-      m = (await this.identity.membership(organizationId, userId, requestId)) ?? NOT_FOUND
-      this.memberships.set(cacheKey, m)
-    }
-    return m !== NOT_FOUND && m.status === 'ACTIVE' ? m.role : null
+    const cached = this.memberships.get(cacheKey)
+    if (cached) return cached.role
+    // Only ACTIVE answers are cached (and dropped by the membership broadcast): a refusal is
+    // asked again, so a member who was just added is let in on the very next request.
+    const m = await this.identity.membership(organizationId, userId, requestId)
+    if (m?.status !== 'ACTIVE') return null
+    this.memberships.set(cacheKey, m)
+    return m.role
   }
 
   /** Called when identity changes or ends a membership: the next request asks again. */
