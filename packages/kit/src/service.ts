@@ -17,7 +17,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify'
 import { destination } from 'pino'
-import { verifyContext } from './context.ts'
+import { ContextVerifier } from './context.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -196,13 +196,14 @@ export function createService(opts: ServiceOptions): Service {
   }
 
   app.decorateRequest('caller', null as unknown as CallerContext)
+  const contexts = new ContextVerifier(opts.internalSecret)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
     if (opts.requireContext === false || request.routeOptions.config?.auth === 'none') return
-    const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, opts.internalSecret)
+    const caller = contexts.verify(request.headers[CONTEXT_HEADER] as string | undefined)
     if (!caller) throw new AppError('INVALID_CREDENTIALS', 'a valid caller context is required')
-    request.caller = caller
+    request.caller = { ...caller, requestId: request.id }
   })
 
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
