@@ -78,7 +78,9 @@ class AccessLog extends LogController {
       {
         method: request.method,
         url: request.url,
-        remoteAddress: request.ip,
+        // request.ip with trustProxy reads the socket, which a client that has already hung up
+        // no longer has (that threw here and ended the process).
+        remoteAddress: request.socket ? request.ip : undefined,
         statusCode: reply.statusCode,
         responseTime: Math.round(reply.elapsedTime * 100) / 100,
       },
