@@ -12,7 +12,7 @@ import {
   SUBJECTS,
 } from '@pm/contracts'
 import { createBus, type EventBus } from '@pm/bus'
-import { createService, errorBody, type Service, signContext } from '@pm/kit'
+import { ContextSigner, createService, errorBody, type Service } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import { Authenticator } from './auth.ts'
@@ -155,6 +155,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   }
 
   const lookup = buildPolicyLookup()
+  // One signed token per caller, reused for a while (the request id travels in x-request-id).
+  const contexts = new ContextSigner(config.INTERNAL_AUTH_SECRET)
   const app = createService({
     name: 'gateway',
     logLevel: config.LOG_LEVEL,
@@ -343,7 +345,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         caller.targetOrganizationId = target
       }
     }
-    request.contextToken = signContext(caller, config.INTERNAL_AUTH_SECRET)
+    request.contextToken = contexts.sign(caller)
     // Headers set before the proxy runs survive: reply-from adds the upstream's to them.
     if (request.limitOutcome) reply.headers(rateLimitHeaders(request.limitOutcome))
   })

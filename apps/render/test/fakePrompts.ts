@@ -1,12 +1,6 @@
 import type { AddressInfo } from 'node:net'
-import {
-  type CallerContext,
-  CONTEXT_HEADER,
-  type EnvironmentName,
-  type ResolvedPrompt,
-  type Variable,
-} from '@pm/contracts'
-import { errorBody, verifyContext } from '@pm/kit'
+import { CONTEXT_HEADER, type EnvironmentName, type ResolvedPrompt, type Variable } from '@pm/contracts'
+import { errorBody, type VerifiedContext, verifyContext } from '@pm/kit'
 import Fastify, { type FastifyInstance } from 'fastify'
 
 export interface FakeVersion {
@@ -34,7 +28,7 @@ export interface FakePrompt {
  */
 export class FakePrompts {
   readonly prompts = new Map<string, FakePrompt>()
-  readonly calls: Array<{ path: string; caller: CallerContext }> = []
+  readonly calls: Array<{ path: string; caller: VerifiedContext }> = []
   /** While set, resolve lookups wait for it before answering. */
   gate: Promise<void> | null = null
   private readonly app: FastifyInstance

@@ -17,7 +17,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify'
 import { destination } from 'pino'
-import { verifyContext } from './context.ts'
+import { ContextVerifier } from './context.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -61,18 +61,6 @@ export type Service = FastifyInstance<
  * "request completed" with the whole req/res): request logging was the largest single cost on
  * the invoke path (bench/README.md). Errors keep Fastify's default lines.
  */
-/**
- * `request.ip` behind a trusted proxy reads the socket, which is gone once the client has
- * closed the connection: the log line must not throw then.
- */
-function clientAddress(request: FastifyRequest): string | undefined {
-  try {
-    return request.ip
-  } catch {
-    return undefined
-  }
-}
-
 class AccessLog extends LogController {
   override incomingRequest(): void {}
 
@@ -90,7 +78,9 @@ class AccessLog extends LogController {
       {
         method: request.method,
         url: request.url,
-        remoteAddress: clientAddress(request),
+        // request.ip with trustProxy reads the socket, which a client that has already hung up
+        // no longer has (that threw here and ended the process).
+        remoteAddress: request.socket ? request.ip : undefined,
         statusCode: reply.statusCode,
         responseTime: Math.round(reply.elapsedTime * 100) / 100,
       },
@@ -208,13 +198,14 @@ export function createService(opts: ServiceOptions): Service {
   }
 
   app.decorateRequest('caller', null as unknown as CallerContext)
+  const contexts = new ContextVerifier(opts.internalSecret)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
     if (opts.requireContext === false || request.routeOptions.config?.auth === 'none') return
-    const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, opts.internalSecret)
+    const caller = contexts.verify(request.headers[CONTEXT_HEADER] as string | undefined)
     if (!caller) throw new AppError('INVALID_CREDENTIALS', 'a valid caller context is required')
-    request.caller = caller
+    request.caller = { ...caller, requestId: request.id }
   })
 
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
