@@ -3,27 +3,15 @@ import { ObjectId } from '@pm/contracts'
 import { Type } from '@sinclair/typebox'
 
 /**
- * Query and body of routes that take nothing but the workspace: with a user token the
- * gateway reads `organizationId` from either; anything else is a 400.
+ * Query and body of routes that take nothing but the workspace, and the path parameters:
+ * the same schemas the route catalogue (and so the OpenAPI document) uses.
  */
-export const OrgQuery = Type.Object(
-  { organizationId: Type.Optional(ObjectId) },
-  { additionalProperties: false },
-)
-export const OrgBody = Type.Object(
-  { organizationId: Type.Optional(ObjectId) },
-  { additionalProperties: false },
-)
-
-export const VersionParams = Type.Object(
-  { id: ObjectId, versionId: ObjectId },
-  { additionalProperties: false },
-)
-
-export const VariableParams = Type.Object(
-  { id: ObjectId, name: Type.String({ minLength: 1, maxLength: 200 }) },
-  { additionalProperties: false },
-)
+export {
+  OrganizationBody as OrgBody,
+  OrganizationQuery as OrgQuery,
+  VariableParams,
+  VersionParams,
+} from '@pm/contracts'
 
 /**
  * For routes whose body is optional (publish, save-and-publish, restore): a request sent
