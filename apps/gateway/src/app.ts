@@ -191,23 +191,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     points: number,
     duration: number,
   ) => {
-    try {
-      request.limitOutcome = await limits.consume(name, key, points, duration)
-    } catch (err) {
-      if (err instanceof AppError && err.code === 'RATE_LIMITED') {
-        const o = err.details as LimitOutcome
-        throw new AppError(
-          'RATE_LIMITED',
-          'too many requests',
-          { retryAfterSeconds: o.resetSeconds },
-          {
-            'retry-after': String(o.resetSeconds),
-            ...rateLimitHeaders(o),
-          },
-        )
-      }
-      throw err
-    }
+    request.limitOutcome = await limits.consume(name, key, points, duration)
   }
 
   // Transport, routing and credentials: before the body is read.

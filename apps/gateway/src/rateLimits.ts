@@ -55,7 +55,10 @@ export class RateLimits {
     await this.limiter(name, points, duration).reward(key, 1)
   }
 
-  /** Consumes one point; throws RATE_LIMITED (with the outcome in details) when over. */
+  /**
+   * Consumes one point; when over, throws RATE_LIMITED with the outcome in details and the
+   * Retry-After and RateLimit headers attached.
+   */
   async consume(name: string, key: string, points: number, duration: number): Promise<LimitOutcome> {
     const limiter = this.limiter(name, points, duration)
     try {
@@ -63,7 +66,11 @@ export class RateLimits {
       return outcome(name, points, duration, res)
     } catch (err) {
       if (err instanceof RateLimiterRes) {
-        throw new AppError('RATE_LIMITED', 'too many requests', outcome(name, points, duration, err))
+        const o = outcome(name, points, duration, err)
+        throw new AppError('RATE_LIMITED', 'too many requests', o, {
+          'retry-after': String(o.resetSeconds),
+          ...rateLimitHeaders(o),
+        })
       }
       throw err
     }
