@@ -405,6 +405,18 @@ async function main(): Promise<void> {
   for (const child of children) log(`  ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
   log(`  bench (autocannon): ${fmt(peakRssMiB(process.pid) ?? Number.NaN)} MiB`)
 
+  // On a shared machine the throughput ratio moves with other load; the ratio of each adjacent
+  // pair of rounds and the CPU the chains spent per request show how much of it is noise.
+  const chainCpu = (s: Summary) =>
+    Object.entries(s.cpuPerRequest)
+      .filter(([name]) => name !== 'autocannon')
+      .reduce((a, [, us]) => a + us, 0)
+  const pairs = fullRuns.map(
+    (r, i) => r.result.requests.average / (bareRuns[i]?.result.requests.average ?? Number.NaN),
+  )
+  log(
+    `per-round ratios: ${pairs.map((r) => r.toFixed(2)).join(', ')}; CPU per request of the chain (autocannon excluded): full ${fmt(chainCpu(f), 0)} µs, bare ${fmt(chainCpu(b), 0)} µs (bare/full ${(chainCpu(b) / chainCpu(f)).toFixed(2)})`,
+  )
   const ratio = f.reqPerSec / b.reqPerSec
   log(
     `invoke/bare ratio: ${ratio.toFixed(2)} (full ${fmt(f.reqPerSec, 0)} req/s p50 ${fmt(f.p50)} ms p99 ${fmt(f.p99)} ms, bare ${fmt(b.reqPerSec, 0)} req/s)`,
