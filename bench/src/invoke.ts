@@ -414,8 +414,10 @@ async function main(): Promise<void> {
   const pairs = fullRuns.map(
     (r, i) => r.result.requests.average / (bareRuns[i]?.result.requests.average ?? Number.NaN),
   )
+  const fullCpu = chainCpu(f)
+  const bareCpu = chainCpu(b)
   log(
-    `per-round ratios: ${pairs.map((r) => r.toFixed(2)).join(', ')}; CPU per request of the chain (autocannon excluded): full ${fmt(chainCpu(f), 0)} µs, bare ${fmt(chainCpu(b), 0)} µs (bare/full ${(chainCpu(b) / chainCpu(f)).toFixed(2)})`,
+    `per-round ratios: ${pairs.map((r) => r.toFixed(2)).join(', ')}; CPU per request of the chain (autocannon excluded): full ${fmt(fullCpu, 0)} µs, bare ${fmt(bareCpu, 0)} µs (bare/full ${(bareCpu / fullCpu).toFixed(2)})`,
   )
   const ratio = f.reqPerSec / b.reqPerSec
   log(
