@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
 const integration = process.env.VITEST_INT === '1'
@@ -13,6 +14,8 @@ export default defineConfig({
     exclude: ['**/node_modules/**', '**/dist/**', ...(integration ? [] : ['**/*.int.test.ts'])],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // A longer default bound for vi.waitFor (see the file).
+    setupFiles: [fileURLToPath(new URL('./vitest.setup.ts', import.meta.url))],
     reporters: ['default', ['json', { outputFile: `.test-results/${integration ? 'int' : 'unit'}.json` }]],
   },
 })

@@ -17,7 +17,15 @@ shift || true
 NODE_RUN=(node --conditions=source --disable-warning=ExperimentalWarning)
 case "$task" in
   start)
-    exec "${NODE_RUN[@]}" packages/embedded/src/main.ts "$@"
+    # The dashboard the gateway serves at /: built when missing or older than its sources.
+    dash=apps/dashboard
+    if [ ! -f "$dash/dist/index.html" ] || [ -n "$(find "$dash/src" "$dash/public" "$dash/index.html" \
+      packages/client/src packages/contracts/src packages/template/src \
+      -newer "$dash/dist/index.html" -print -quit)" ]; then
+      echo "building the dashboard ($dash)" >&2
+      pnpm --filter @pm/dashboard build >&2
+    fi
+    exec "${NODE_RUN[@]}" apps/embedded/src/main.ts "$@"
     ;;
   test)
     # Unit tests, type checks and lint of every package, then the tests that use real
@@ -31,13 +39,20 @@ case "$task" in
     exec "${NODE_RUN[@]}" bench/src/invoke.ts "$@"
     ;;
   cli)
-    exec "${NODE_RUN[@]}" packages/cli/src/main.ts "$@"
+    exec "${NODE_RUN[@]}" apps/cli/src/main.ts "$@"
+    ;;
+  pack)
+    # The installable tarballs of the TypeScript client and the CLI (built first by their
+    # prepack): pm-client-<version>.tgz and pm-cli-<version>.tgz in the given folder.
+    dest="${1:-.}"
+    mkdir -p "$dest"
+    exec pnpm --filter @pm/client --filter @pm/cli pack --pack-destination "$(cd "$dest" && pwd)"
     ;;
   turbo)
     exec pnpm turbo "$@"
     ;;
   *)
-    echo "usage: scripts/run.sh start|test|bench-invoke|cli|turbo ..." >&2
+    echo "usage: scripts/run.sh start|test|bench-invoke|cli|pack|turbo ..." >&2
     exit 2
     ;;
 esac

@@ -7,7 +7,7 @@ const root = new URL('..', import.meta.url).pathname
 let passed = 0
 let failed = 0
 let skipped = 0
-for (const group of ['apps', 'packages', '.']) {
+for (const group of ['apps', 'packages', 'clients', '.']) {
   const dirs = group === '.' ? ['e2e', 'bench'] : readdirSync(join(root, group)).map((d) => join(group, d))
   for (const dir of dirs) {
     const results = join(root, dir, '.test-results')

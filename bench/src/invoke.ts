@@ -95,6 +95,16 @@ interface Chain {
   procs: Child[]
 }
 
+/** The named settings of the bench's own environment that are set. */
+function passThrough(names: string[]): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name of names) {
+    const value = process.env[name]
+    if (value) out[name] = value
+  }
+  return out
+}
+
 /** Starts the service in the chosen mode. */
 async function startFull(): Promise<Chain> {
   const port = await freePort()
@@ -111,8 +121,10 @@ async function startFull(): Promise<Chain> {
   if (mode === 'embedded') {
     const proc = startChild(
       'embedded',
-      'packages/embedded/src/main.ts',
-      { ...common, PORT: String(port) },
+      'apps/embedded/src/main.ts',
+      // Operating settings pass through in embedded mode (one process, one metrics port), so the
+      // cost of metrics and traces can be measured: METRICS_PORT=9464 pnpm bench:invoke.
+      { ...common, ...passThrough(['METRICS_PORT', 'OTEL_EXPORTER_OTLP_ENDPOINT']), PORT: String(port) },
       logDir,
       nodeFlags,
     )

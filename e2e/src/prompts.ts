@@ -94,13 +94,13 @@ export async function upload(
   base: string,
   token: string,
   content: string | Uint8Array,
-  opts: { field?: string; query?: string } = {},
+  opts: { field?: string; query?: string; headers?: Record<string, string> } = {},
 ): Promise<Reply<unknown>> {
   const form = new FormData()
   form.append(opts.field ?? 'file', new Blob([content], { type: 'text/csv' }), 'prompts.csv')
   const res = await fetch(`${base}/api/v1/prompts/import${opts.query ?? ''}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}` },
+    headers: { ...opts.headers, authorization: `Bearer ${token}` },
     body: form,
   })
   const text = await res.text()

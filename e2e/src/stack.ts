@@ -16,6 +16,8 @@ import { ADMIN } from './slice.ts'
 export interface Stack {
   gateway: string
   ports: Record<string, number>
+  /** Each process's METRICS_PORT, when started with `metrics`. */
+  metricsPorts: Record<string, number>
   processes: Record<string, RunningProcess>
   dataDir: string
   env: Record<string, string>
@@ -29,6 +31,8 @@ const SERVICES = ['identity', 'prompts', 'render', 'webhooks'] as const
 export interface StackOptions {
   /** Render replicas behind the gateway (RENDER_URLS); the extra ones are named render2, render3, ... */
   renderReplicas?: number
+  /** Give every process a METRICS_PORT of its own. */
+  metrics?: boolean
 }
 
 /**
@@ -45,7 +49,11 @@ export async function startStack(
     (_, i) => `render${i + 2}`,
   )
   const ports: Record<string, number> = {}
-  for (const name of [...SERVICES, ...extraRenders, 'gateway']) ports[name] = await freePort()
+  const metricsPorts: Record<string, number> = {}
+  for (const name of [...SERVICES, ...extraRenders, 'gateway']) {
+    ports[name] = await freePort()
+    if (options.metrics) metricsPorts[name] = await freePort()
+  }
   const env: Record<string, string> = {
     NODE_ENV: 'test',
     LOG_LEVEL: 'info',
@@ -70,6 +78,7 @@ export async function startStack(
     const proc = startProcess(name, join(REPO_ROOT, `apps/${app}/src/server.ts`), {
       ...env,
       PORT: String(ports[name]),
+      ...(metricsPorts[name] ? { METRICS_PORT: String(metricsPorts[name]) } : {}),
     })
     processes[name] = proc
     await waitForHttp(`http://127.0.0.1:${ports[name]}/health/ready`, 30_000, proc)
@@ -89,6 +98,7 @@ export async function startStack(
   return {
     gateway: `http://127.0.0.1:${ports.gateway}`,
     ports,
+    metricsPorts,
     processes,
     dataDir,
     env,

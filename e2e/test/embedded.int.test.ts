@@ -16,7 +16,7 @@ describe('embedded default: one process, SQLite, in-process events, in-memory li
     const port = await freePort()
     base = `http://127.0.0.1:${port}`
     // No NATS_URL, REDIS_URL or MONGO_URL: nothing external.
-    proc = startProcess('embedded', join(REPO_ROOT, 'packages/embedded/src/main.ts'), {
+    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: String(port),
       DATA_DIR: dataDir,
       BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
@@ -43,7 +43,7 @@ describe('embedded default: one process, SQLite, in-process events, in-memory li
   it('keeps data across a restart and does not bootstrap twice', async () => {
     await proc.stop()
     const port = new URL(base).port
-    proc = startProcess('embedded', join(REPO_ROOT, 'packages/embedded/src/main.ts'), {
+    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: port,
       DATA_DIR: dataDir,
       BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { NatsBus } from '@pm/bus'
-import type { Prompt, PromptVersion, VersionPublishedEvent } from '@pm/contracts'
+import type { EnvironmentPromotedEvent, Prompt, PromptVersion, VersionPublishedEvent } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { type Caller, caller, data, login, type Session, type Tapped, tapEvents } from '../src/prompts.ts'
@@ -94,6 +94,99 @@ describe('version.published survives a crash of the prompts process', () => {
     expect(
       data<PromptVersion>(await user('GET', `/api/v1/prompts/${prompt._id}/versions/${version._id}`)),
     ).toEqual(version)
+  })
+
+  /** The outbox rows of a prompt's events of one subject (process stopped or not: WAL readers are fine). */
+  function outboxRowsOf(subject: string, promptId: string): { msg_id: string; sent_at: string | null }[] {
+    const db = new DatabaseSync(join(stack.dataDir, 'prompts.db'))
+    try {
+      return (
+        db.prepare('SELECT msg_id, sent_at, payload FROM outbox WHERE subject = ?').all(subject) as {
+          msg_id: string
+          sent_at: string | null
+          payload: string
+        }[]
+      )
+        .filter((r) => (JSON.parse(r.payload) as { data: { promptId: string } }).data.promptId === promptId)
+        .map(({ msg_id, sent_at }) => ({ msg_id, sent_at }))
+    } finally {
+      db.close()
+    }
+  }
+
+  it('sends environment.promoted exactly once after SIGKILL between writing the promote and sending', async () => {
+    const prompt = data<Prompt>(
+      await user('POST', '/api/v1/prompts', {
+        name: 'Crash promote',
+        type: 'chat',
+        messages: [{ role: 'user', content: 'Hi {{name}}' }],
+      }),
+      201,
+    )
+    const version = data<PromptVersion>(await user('POST', `/api/v1/prompts/${prompt._id}/publish`, {}), 201)
+    await stack.processes.prompts?.kill()
+    await stack.restart('prompts')
+    // Let the publish's own event go out first, so that the kill below hits the promote's only.
+    await vi.waitFor(() => expect(withId(version._id)).toHaveLength(1), {
+      timeout: RELAY_DELAY_MS + 20_000,
+      interval: 50,
+    })
+    const pin = data<{ versionId: string; promotedAt: string }>(
+      await user('POST', `/api/v1/prompts/${prompt._id}/environments/production/promote`, {
+        versionId: version._id,
+      }),
+    )
+    await stack.processes.prompts?.kill()
+
+    // The pin and its event were written together, and the event was not sent.
+    const rows = outboxRowsOf('pm.events.environment.promoted', prompt._id)
+    expect(rows).toEqual([{ msg_id: expect.any(String), sent_at: null }])
+    const msgId = rows[0]?.msg_id ?? ''
+    await drainTap()
+    expect(withId(msgId)).toEqual([])
+
+    await stack.restart('prompts')
+    await vi.waitFor(() => expect(withId(msgId)).toHaveLength(1), {
+      timeout: RELAY_DELAY_MS + 20_000,
+      interval: 50,
+    })
+    expect(withId(msgId)[0]?.data as EnvironmentPromotedEvent).toMatchObject({
+      id: msgId,
+      type: 'environment.promoted',
+      organizationId: admin.organizationId,
+      data: {
+        promptId: prompt._id,
+        slug: prompt.slug,
+        environment: 'production',
+        versionId: version._id,
+        version: 1,
+      },
+    })
+    await vi.waitFor(
+      () => expect(outboxRowsOf('pm.events.environment.promoted', prompt._id)[0]?.sent_at).not.toBeNull(),
+      { timeout: 10_000 },
+    )
+
+    // A send repeated after a crash (row unmarked again) is dropped as a duplicate.
+    await stack.processes.prompts?.kill()
+    const db = new DatabaseSync(join(stack.dataDir, 'prompts.db'))
+    try {
+      db.prepare('UPDATE outbox SET sent_at = NULL WHERE msg_id = ?').run(msgId)
+    } finally {
+      db.close()
+    }
+    await stack.restart('prompts')
+    await vi.waitFor(
+      () => expect(outboxRowsOf('pm.events.environment.promoted', prompt._id)[0]?.sent_at).not.toBeNull(),
+      { timeout: RELAY_DELAY_MS + 20_000, interval: 50 },
+    )
+    await drainTap()
+    expect(withId(msgId)).toHaveLength(1)
+    // The pin survived the crash.
+    const environments = data<{ production: { versionId: string; promotedAt: string } | null }>(
+      await user('GET', `/api/v1/prompts/${prompt._id}/environments`),
+    )
+    expect(environments.production).toMatchObject({ versionId: version._id, promotedAt: pin.promotedAt })
   })
 
   it('does not deliver twice when the crash comes after the send but before it is marked sent', async () => {

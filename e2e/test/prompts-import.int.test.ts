@@ -233,6 +233,46 @@ describe('CSV import through the gateway', () => {
     )
   })
 
+  it('creates nothing for a re-sent file or a repeated Idempotency-Key, answering the original batch', async () => {
+    const org = await workspace()
+    const q = `?organizationId=${org}`
+    const file = ['name,template', 'Once,One {{a}}', 'Twice,Two {{b}}'].join('\n')
+    const first = data<{ batchId: string }>(await upload(stack.gateway, admin.token, file, { query: q }), 202)
+    expect(await finished(org, first.batchId)).toMatchObject({ created: 2, resumedAt: null })
+
+    // The same bytes again: the same batch, at once, nothing written.
+    const again = data<{ batchId: string; message: string }>(
+      await upload(stack.gateway, admin.token, file, { query: q }),
+      202,
+    )
+    expect(again).toMatchObject({ batchId: first.batchId, message: expect.stringContaining('nothing new') })
+    expect(await count(org)).toBe(2)
+
+    // A client retrying with its Idempotency-Key gets the batch of its first request.
+    const other = ['name,template', 'Keyed,K {{c}}'].join('\n')
+    const key = { 'idempotency-key': `"${newId()}"` }
+    const keyed = data<{ batchId: string }>(
+      await upload(stack.gateway, admin.token, other, { query: q, headers: key }),
+      202,
+    )
+    const retried = data<{ batchId: string }>(
+      await upload(stack.gateway, admin.token, other, { query: q, headers: key }),
+      202,
+    )
+    expect(retried.batchId).toBe(keyed.batchId)
+    expect(
+      failure(await upload(stack.gateway, admin.token, `${other}\nMore,M`, { query: q, headers: key }), 409),
+    ).toBe('CONFLICT')
+    expect(
+      failure(
+        await upload(stack.gateway, admin.token, other, { query: q, headers: { 'idempotency-key': 'a b' } }),
+        400,
+      ),
+    ).toBe('VALIDATION_ERROR')
+    await finished(org, keyed.batchId)
+    expect(await count(org)).toBe(3)
+  })
+
   it('answered every request above as the OpenAPI document describes', async () => {
     expect(audit.seen.length).toBeGreaterThan(20)
     expect(await audit.problems()).toEqual([])

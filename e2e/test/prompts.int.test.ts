@@ -195,8 +195,9 @@ describe('prompts and versions through the gateway', () => {
       const saved = await edit(key, p._id, { template: 'Dear {{name}}, from {{sender}}' })
       expect(saved.staleVariables).toEqual(['link'])
       expect(saved.variables.map((v) => v.name)).toEqual(['name', 'link', 'sender'])
+      // A rename keeps the slug: code refers to prompts by it (DESIGN section 9).
       const renamed = await edit(key, p._id, { name: 'Welcome Letter' })
-      expect(renamed.slug).toBe('welcome-letter')
+      expect(renamed).toMatchObject({ name: 'Welcome Letter', slug: 'welcome-mail' })
       expect(renamed).not.toHaveProperty('staleVariables')
       expect(failure(await key('PATCH', `/api/v1/prompts/${p._id}`, { colour: 'red' }), 400)).toBe(
         'VALIDATION_ERROR',
@@ -740,6 +741,7 @@ describe('prompts and versions through the gateway', () => {
         slug: p.slug,
         description: 'public one',
         tags: ['c'],
+        type: 'text',
         template: 'Published {{name}}',
         variables: v1.variables,
         versionId: v1._id,

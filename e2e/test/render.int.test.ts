@@ -6,7 +6,14 @@ import { runSlice, type SliceResult } from '../src/slice.ts'
 import { type Stack, startStack } from '../src/stack.ts'
 
 interface Rendered {
-  data?: { renderedContent: string; version: number; versionId: string; unresolvedVariables?: string[] }
+  data?: {
+    renderedContent: string
+    version: number
+    versionId: string
+    unresolvedVariables?: string[]
+    renderedMessages?: Array<{ role: string; content: string }>
+    config?: Record<string, unknown>
+  }
   error?: { code: string; details?: unknown }
 }
 
@@ -262,6 +269,75 @@ describe('render: two replicas behind the gateway, real NATS and Redis', () => {
         expect(res.body.data).toMatchObject({ renderedContent: 'pinned v2 x', version: 2 })
       }, PROMPTLY)
     }
+  })
+
+  it('a chat prompt promoted to production renders the same messages by slug on both replicas right after the promote', async () => {
+    const slug = `chat-${Math.random().toString(36).slice(2)}`
+    const messages = (greeting: string) => [
+      { role: 'system', content: `${greeting} You help {{who}}.` },
+      { type: 'placeholder', name: 'history' },
+      { role: 'user', content: '{{question}}' },
+    ]
+    const created = await call<{ data: { _id: string } }>(stack.gateway, 'POST', '/api/v1/prompts', {
+      token: slice.apiKey,
+      body: { name: `Chat ${slug}`, slug, type: 'chat', messages: messages('v1.'), config: { model: 'm1' } },
+    })
+    expect(created.status).toBe(201)
+    const promptId = created.body.data._id
+    const v1 = await publish(promptId)
+    const edited = await call(stack.gateway, 'PATCH', `/api/v1/prompts/${promptId}`, {
+      token: slice.apiKey,
+      body: { messages: messages('v2.'), config: { model: 'm2' } },
+    })
+    expect(edited.status).toBe(200)
+    const v2 = await publish(promptId)
+    const promote = async (versionId: string) => {
+      const res = await call(
+        stack.gateway,
+        'POST',
+        `/api/v1/prompts/${promptId}/environments/production/promote`,
+        {
+          token: slice.apiKey,
+          body: { versionId },
+        },
+      )
+      expect(res.status).toBe(200)
+    }
+    const path = `/api/v1/prompts/slug/${slug}/invoke?env=production`
+    const body = {
+      variables: { who: 'Ada', question: 'Why?', history: [{ role: 'assistant', content: 'Earlier.' }] },
+    }
+    const expected = (greeting: string) => [
+      { role: 'system', content: `${greeting} You help Ada.` },
+      { role: 'assistant', content: 'Earlier.' },
+      { role: 'user', content: 'Why?' },
+    ]
+    await promote(v1._id)
+    // Each replica has the v1 answer cached by slug (two identical answers in a row).
+    for (const replica of REPLICAS) {
+      await vi.waitFor(async () => {
+        const first = await direct(replica, path, body)
+        const second = await direct(replica, path, body)
+        expect(first.body.data).toMatchObject({ version: 1, config: { model: 'm1' } })
+        expect(first.body.data?.renderedMessages).toEqual(expected('v1.'))
+        expect(second.body).toEqual(first.body)
+      }, PROMPTLY)
+    }
+    await promote(v2._id)
+    const seen: Rendered['data'][] = []
+    for (const replica of REPLICAS) {
+      await vi.waitFor(async () => {
+        const res = await direct(replica, path, body)
+        expect(res.body.data).toMatchObject({ version: 2, versionId: v2._id, config: { model: 'm2' } })
+        expect(res.body.data?.renderedMessages).toEqual(expected('v2.'))
+        expect(res.headers.get('x-service-version')).toBe('2')
+        seen.push(res.body.data)
+      }, PROMPTLY)
+    }
+    expect(seen[0]).toEqual(seen[1])
+    // Through the gateway too, by slug, as a client calls it.
+    const viaGateway = await call<Rendered>(stack.gateway, 'POST', path, { token: slice.apiKey, body })
+    expect(viaGateway.body.data?.renderedMessages).toEqual(expected('v2.'))
   })
 
   it('both replicas see an unpublish promptly (public invoke becomes 404)', async () => {

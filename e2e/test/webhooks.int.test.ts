@@ -107,6 +107,72 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
     expect((await call(stack.gateway, 'GET', `${hooks()}/${id}`, { token: s.token })).status).toBe(404)
   })
 
+  it('delivers environment.promoted, prompt.visibility.changed and prompt.deleted to the subscriptions that chose them', async () => {
+    const all = await createWebhook(stack.gateway, s, `${receiver.base}/kinds-all`, {
+      events: ['environment.promoted', 'prompt.visibility.changed', 'prompt.deleted'],
+    })
+    const byDefault = await createWebhook(stack.gateway, s, `${receiver.base}/kinds-default`)
+    expect(byDefault.webhook.events).toEqual(['version.published'])
+    const id = await createPrompt(stack.gateway, s, `Kinds ${newId()}`)
+    const versionId = await publishVersion(stack.gateway, s, id, 'kinds')
+    const asAdmin = { token: s.token }
+    const promoted = await call(
+      stack.gateway,
+      'POST',
+      `/api/v1/prompts/${id}/environments/production/promote`,
+      {
+        ...asAdmin,
+        body: { versionId },
+      },
+    )
+    expect(promoted.status).toBe(200)
+    expect(
+      (await call(stack.gateway, 'PATCH', `/api/v1/prompts/${id}`, { ...asAdmin, body: { isPublic: true } }))
+        .status,
+    ).toBe(200)
+    expect((await call(stack.gateway, 'DELETE', `/api/v1/prompts/${id}/publish`, asAdmin)).status).toBe(200)
+    expect((await call(stack.gateway, 'DELETE', `/api/v1/prompts/${id}`, asAdmin)).status).toBe(200)
+
+    await vi.waitFor(() => expect(receiver.to('/kinds-all')).toHaveLength(4), {
+      timeout: 15_000,
+      interval: 50,
+    })
+    const events = receiver
+      .to('/kinds-all')
+      .map((req) => {
+        expect(verifyByHand(req, all.secret)).toBe(true)
+        const event = verifyWithLibrary(req, all.secret) as { type: string; data: Record<string, unknown> }
+        expect(req.headers['x-service-event']).toBe(event.type)
+        return event
+      })
+      .sort((a, b) => String(a.type).localeCompare(String(b.type)))
+    const slug = events[0]?.data.slug
+    expect(events).toMatchObject([
+      {
+        type: 'environment.promoted',
+        organizationId: s.organizationId,
+        data: {
+          promptId: id,
+          environment: 'production',
+          versionId,
+          version: 1,
+          promotedBy: expect.stringMatching(/^[0-9a-f]{24}$/),
+        },
+      },
+      { type: 'prompt.deleted', data: { promptId: id, slug } },
+      { type: 'prompt.visibility.changed', data: { promptId: id, slug, isPublic: true } },
+      { type: 'prompt.visibility.changed', data: { promptId: id, slug, isPublic: false } },
+    ])
+    // The default subscription got the publish only.
+    await vi.waitFor(() => expect(receiver.to('/kinds-default').length).toBeGreaterThan(0), {
+      timeout: 15_000,
+    })
+    const kinds = receiver.to('/kinds-default').map((r) => r.headers['x-service-event'])
+    expect(new Set(kinds)).toEqual(new Set(['version.published']))
+    await remove(all.webhook._id)
+    await remove(byDefault.webhook._id)
+  })
+
   it('delivers version.published for a publish, signed twice over', async () => {
     const { webhook, secret } = await createWebhook(stack.gateway, s, `${receiver.base}/signed`)
     const versionId = await publishVersion(stack.gateway, s, promptId, 'signed')

@@ -33,6 +33,8 @@ export class Authenticator {
   private readonly memberships: LRUCache<string, MembershipInfo>
   /** Hashes revoked while a lookup was in flight must not be cached by it. */
   private readonly revokedHashes = new LRUCache<string, true>({ max: 10_000, ttl: 10 * 60_000 })
+  /** API-key lookups answered from the cache, and those that asked identity (metrics read these). */
+  readonly keyStats = { hits: 0, misses: 0 }
 
   constructor(identity: IdentityClient, opts: AuthenticatorOptions) {
     this.identity = identity
@@ -55,11 +57,23 @@ export class Authenticator {
     return this.jwt(token)
   }
 
+  /**
+   * Whether authenticating this header would ask identity: a well-formed API key whose answer
+   * (found or not) is not cached. What KeyGuard counts and limits per IP.
+   */
+  needsLookup(header: string | undefined): boolean {
+    const token = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined
+    if (!token?.startsWith('pk_') || !isWellFormedApiKey(token)) return false
+    return !this.keys.has(hashApiKey(token))
+  }
+
   private async apiKey(token: string, requestId: string): Promise<Credential> {
     if (!isWellFormedApiKey(token)) throw new AppError('INVALID_CREDENTIALS', 'invalid API key')
     const hash = hashApiKey(token)
     let key = this.keys.get(hash)
-    if (key === undefined) {
+    if (key !== undefined) this.keyStats.hits++
+    else {
+      this.keyStats.misses++
       let pending = this.inflight.get(hash)
       if (!pending) {
         pending = this.identity.resolveKey(hash, requestId).finally(() => this.inflight.delete(hash))

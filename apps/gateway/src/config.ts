@@ -31,8 +31,20 @@ export const GatewayConfigSchema = Type.Object({
   RATE_LIMIT_LOGIN_EMAIL_POINTS: Type.Integer({ minimum: 1, default: 10 }),
   RATE_LIMIT_LOGIN_IP_POINTS: Type.Integer({ minimum: 1, default: 100 }),
   RATE_LIMIT_LOGIN_DURATION_S: Type.Integer({ minimum: 1, default: 60 }),
+  /**
+   * Failed API-key lookups (well-formed keys that do not exist) per client IP and window: past
+   * this, keys from that IP are refused with 429 without asking identity (issue 14, finding 9).
+   */
+  RATE_LIMIT_BAD_KEY_IP_POINTS: Type.Integer({ minimum: 1, default: 30 }),
+  RATE_LIMIT_BAD_KEY_DURATION_S: Type.Integer({ minimum: 1, default: 60 }),
   RATE_LIMIT_PUBLIC_POINTS: Type.Integer({ minimum: 1, default: 300 }),
   RATE_LIMIT_PUBLIC_DURATION_S: Type.Integer({ minimum: 1, default: 60 }),
+  /** The built dashboard (index.html and assets/); default: the @pm/dashboard package's dist/. */
+  DASHBOARD_DIR: Type.Optional(Type.String({ minLength: 1 })),
+  /** Browser origins allowed to call the API (comma-separated scheme://host[:port]); none by default. */
+  CORS_ORIGINS: Type.Optional(
+    Type.String({ pattern: '^\\s*https?://[^,/\\s]+/?\\s*(,\\s*https?://[^,/\\s]+/?\\s*)*$' }),
+  ),
   UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 30_000 }),
 })
 export type GatewayConfig = Static<typeof GatewayConfigSchema>

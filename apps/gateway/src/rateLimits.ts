@@ -23,9 +23,12 @@ export interface LimitOutcome {
 export class RateLimits {
   private readonly redis: Redis | undefined
   private readonly limiters = new Map<string, RateLimiterAbstract>()
+  private readonly onRefused: ((limiter: string) => void) | undefined
 
-  constructor(redis: Redis | undefined) {
+  /** `onRefused` is told the limiter of each request refused (metrics). */
+  constructor(redis: Redis | undefined, onRefused?: (limiter: string) => void) {
     this.redis = redis
+    this.onRefused = onRefused
   }
 
   private limiter(name: string, points: number, duration: number): RateLimiterAbstract {
@@ -50,6 +53,23 @@ export class RateLimits {
     return limiter
   }
 
+  /**
+   * Throws RATE_LIMITED when the key has no point left, without consuming one. A limiter that
+   * cannot be read (Redis down and no insurance answer) lets the request through.
+   */
+  async assertLeft(name: string, key: string, points: number, duration: number): Promise<void> {
+    const res = await this.limiter(name, points, duration)
+      .get(key)
+      .catch(() => null)
+    if (res && res.consumedPoints >= points) {
+      const o = outcome(name, points, duration, res)
+      throw new AppError('RATE_LIMITED', 'too many requests', o, {
+        'retry-after': String(o.resetSeconds),
+        ...rateLimitHeaders(o),
+      })
+    }
+  }
+
   /** Gives one point back. */
   async reward(name: string, key: string, points: number, duration: number): Promise<void> {
     await this.limiter(name, points, duration).reward(key, 1)
@@ -67,6 +87,7 @@ export class RateLimits {
     } catch (err) {
       if (err instanceof RateLimiterRes) {
         const o = outcome(name, points, duration, err)
+        this.onRefused?.(name)
         throw new AppError('RATE_LIMITED', 'too many requests', o, {
           'retry-after': String(o.resetSeconds),
           ...rateLimitHeaders(o),

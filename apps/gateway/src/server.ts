@@ -1,9 +1,17 @@
-import { main, runServer } from '@pm/kit'
+import { main, metricsFor, runServer, tracingFor } from '@pm/kit'
 import { buildApp } from './app.ts'
 import { loadGatewayConfig } from './config.ts'
 
 await main(async () => {
   const config = loadGatewayConfig()
-  const app = await buildApp({ config })
-  await runServer(app, { host: config.HOST, port: config.PORT })
+  const metrics = metricsFor(config)
+  const tracing = await tracingFor(config, 'gateway')
+  const app = await buildApp({ config, metrics, tracing })
+  await runServer(app, {
+    host: config.HOST,
+    port: config.PORT,
+    metrics,
+    metricsPort: config.METRICS_PORT,
+    tracing,
+  })
 })

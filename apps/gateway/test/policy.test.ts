@@ -73,3 +73,11 @@ describe('route table', () => {
     expect(scopesForRole(undefined)).toEqual([])
   })
 })
+
+describe('HEAD', () => {
+  it('takes the policy of GET, and only of GET', () => {
+    const lookup = buildPolicyLookup()
+    expect(lookup('HEAD', '/api/v1/prompts/p1')?.policy).toBe(lookup('GET', '/api/v1/prompts/p1')?.policy)
+    expect(lookup('HEAD', '/api/v1/prompts/p1/invoke')).toBeNull()
+  })
+})

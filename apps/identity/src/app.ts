@@ -1,23 +1,26 @@
-import { type ApiKeyRevokedEvent, type MembershipChangedEvent, SUBJECTS } from '@pm/contracts'
-import { createBus, type EventBus } from '@pm/bus'
-import { createService, type Service } from '@pm/kit'
+import cookie from '@fastify/cookie'
+import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
+import { createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { IdentityConfig } from './config.ts'
-import { IdentityService } from './domain/identity.ts'
-import { Sessions } from './domain/sessions.ts'
-import { TokenIssuer } from './domain/tokens.ts'
+import { IdentityService } from './services/identity.ts'
+import { Sessions } from './services/sessions.ts'
+import { TokenIssuer } from './services/tokens.ts'
 import { authRoutes } from './routes/auth.ts'
 import { internalRoutes } from './routes/internal.ts'
 import { organizationRoutes } from './routes/organizations.ts'
 import { openIdentityStore } from './store/open.ts'
-import type { ApiKeyRecord, IdentityStore } from './store/types.ts'
+import type { IdentityDeps } from './deps.ts'
+import type { IdentityStore } from './store/types.ts'
 
 export { loadIdentityConfig, IdentityConfigSchema, type IdentityConfig } from './config.ts'
 export type { IdentityStore } from './store/types.ts'
 export { SqliteIdentityStore } from './store/sqlite.ts'
 export { MongoIdentityStore } from './store/mongo.ts'
 export { openIdentityStore } from './store/open.ts'
-export { IdentityService } from './domain/identity.ts'
-export { Sessions } from './domain/sessions.ts'
+export { IdentityService } from './services/identity.ts'
+export { Sessions } from './services/sessions.ts'
+export type { IdentityDeps } from './deps.ts'
+export { bootstrapIdentity, type BootstrapInput, type BootstrapOutcome } from './bootstrap.ts'
 
 export interface IdentityAppOptions {
   config: IdentityConfig
@@ -25,31 +28,26 @@ export interface IdentityAppOptions {
   bus?: EventBus
   store?: IdentityStore
   logStream?: NodeJS.WritableStream
-}
-
-export interface IdentityDeps {
-  config: IdentityConfig
-  store: IdentityStore
-  identity: IdentityService
-  tokens: TokenIssuer
-  sessions: Sessions
-  /** Tells every gateway replica to drop the key now (its cache would keep it a while). */
-  onRevoked(key: ApiKeyRecord): void
-  /** Tells every gateway replica to drop its cached copy of this membership. */
-  onMembershipChanged(organizationId: string, userId: string): void
+  /** This process's metrics (METRICS_PORT); none: nothing observed. */
+  metrics?: Metrics
+  /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
+  tracing?: Tracing
 }
 
 export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
   const { config } = opts
-  const store = opts.store ?? (await openIdentityStore(config))
-  const bus = opts.bus ?? (await createBus(config.NATS_URL, 'identity'))
+  const { tracing } = opts
+  const ownStore = opts.store ?? (await openIdentityStore(config))
+  const store = tracing ? traceMethods(ownStore, tracing, 'identity.store') : ownStore
+  const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'identity'))
+  const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
   const tokens = new TokenIssuer(store, {
     issuer: config.JWT_ISSUER,
     audience: config.JWT_AUDIENCE,
     ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
   })
   await tokens.init()
-  const identity = new IdentityService(store)
+  const identity = new IdentityService(store, bus)
   const sessions = new Sessions(store, tokens, config.REFRESH_TOKEN_TTL_SECONDS)
 
   const app = createService({
@@ -58,7 +56,11 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },
+    metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
+    ...(tracing ? { tracing } : {}),
   })
+  // The browser session's refresh cookie (routes/auth.ts); nothing else reads cookies.
+  await app.register(cookie)
 
   if (config.BOOTSTRAP_ADMIN_EMAIL && config.BOOTSTRAP_ADMIN_PASSWORD && config.BOOTSTRAP_ORG_NAME) {
     const result = await identity.bootstrap({
@@ -75,26 +77,17 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
 
   const deps: IdentityDeps = {
     config,
-    store,
     identity,
     tokens,
     sessions,
-    onRevoked: (key) => {
-      const event: ApiKeyRevokedEvent = { keyId: key._id, hash: key.hash, organizationId: key.organizationId }
-      bus.broadcast(SUBJECTS.apiKeyRevoked, event)
-    },
-    onMembershipChanged: (organizationId, userId) => {
-      const event: MembershipChangedEvent = { organizationId, userId }
-      bus.broadcast(SUBJECTS.membershipChanged, event)
-    },
   }
   authRoutes(app, deps)
   organizationRoutes(app, deps)
   internalRoutes(app, deps)
 
   app.addHook('onClose', async () => {
-    if (!opts.bus) await bus.close()
-    if (!opts.store) await store.close()
+    if (!opts.bus) await ownBus.close()
+    if (!opts.store) await ownStore.close()
   })
   return app
 }

@@ -2,8 +2,8 @@ import type { LoginResponse } from '@pm/contracts'
 import { signContext } from '@pm/kit'
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from 'jose'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { IdentityService } from '../src/domain/identity.ts'
-import { hashRefreshToken } from '../src/domain/sessions.ts'
+import { IdentityService } from '../src/services/identity.ts'
+import { hashRefreshToken } from '../src/services/sessions.ts'
 import { anonymousContext, startIdentity, type TestIdentity } from './helpers.ts'
 
 type Session = LoginResponse & { refreshToken: string }
@@ -25,7 +25,7 @@ describe('identity: sign-in, sessions, sign-up', () => {
 
   beforeEach(async () => {
     t = await startIdentity()
-    identity = new IdentityService(t.store)
+    identity = new IdentityService(t.store, t.bus)
     const user = await identity.createUser({ email: 'ann@example.com', password: PASSWORD, name: 'Ann' })
     userId = user._id
     await identity.createOrganization('Alpha', userId)
@@ -120,7 +120,7 @@ describe('identity: sign-in, sessions, sign-up', () => {
     }
     const expiring = await startIdentity({ REFRESH_TOKEN_TTL_SECONDS: '300' })
     try {
-      const s = new IdentityService(expiring.store)
+      const s = new IdentityService(expiring.store, expiring.bus)
       const u = await s.createUser({ email: 'exp@example.com', password: PASSWORD, name: 'E' })
       const session = (
         await expiring.app.inject({
@@ -179,6 +179,133 @@ describe('identity: sign-in, sessions, sign-up', () => {
     // Unknown or repeated logouts are no errors.
     expect((await post('/api/v1/auth/logout', { refreshToken: session.refreshToken })).statusCode).toBe(204)
     expect((await post('/api/v1/auth/logout', { refreshToken: 'whatever' })).statusCode).toBe(204)
+  })
+
+  describe('browser sessions (cookie mode)', () => {
+    const cookieOf = (res: { headers: Record<string, unknown> }) => {
+      const raw = res.headers['set-cookie']
+      const line = Array.isArray(raw) ? String(raw[0]) : String(raw ?? '')
+      return { line, value: /^pm_refresh=([^;]*)/.exec(line)?.[1] ?? '' }
+    }
+    const withCookie = (url: string, token: string, headers: Record<string, string>, payload: object = {}) =>
+      t.app.inject({
+        method: 'POST',
+        url,
+        payload,
+        headers: { 'x-pm-context': anonymousContext(), cookie: `pm_refresh=${token}`, ...headers },
+      })
+
+    it('sets the refresh token only as an HttpOnly, Secure, SameSite=Strict cookie on /api/v1/auth', async () => {
+      const res = await post('/api/v1/auth/login', {
+        email: 'ann@example.com',
+        password: PASSWORD,
+        cookie: true,
+      })
+      expect(res.statusCode).toBe(200)
+      const body = res.json<LoginResponse>()
+      expect(body.refreshToken).toBeUndefined()
+      expect(body.accessToken).toBeTruthy()
+      expect(res.headers['cache-control']).toBe('no-store')
+      const { line, value } = cookieOf(res)
+      expect(value).toMatch(/^rt_[A-Za-z0-9_-]{43}$/)
+      expect(line).toMatch(/; HttpOnly/)
+      expect(line).toMatch(/; Secure/)
+      expect(line).toMatch(/; SameSite=Strict/)
+      expect(line).toMatch(/; Path=\/api\/v1\/auth(;|$)/)
+      expect(line).toMatch(/; Max-Age=2592000/)
+      // The hint beside it holds no secret and is readable by the page.
+      const hint = [res.headers['set-cookie']].flat().find((c) => String(c).startsWith('pm_session='))
+      expect(hint).toBe('pm_session=1; Max-Age=2592000; Path=/; Secure; SameSite=Strict')
+    })
+
+    it('refreshes from the cookie only with the CSRF header, rotating the cookie', async () => {
+      const login = await post('/api/v1/auth/login', {
+        email: 'ann@example.com',
+        password: PASSWORD,
+        cookie: true,
+      })
+      const first = cookieOf(login).value
+      const refused = await withCookie('/api/v1/auth/refresh', first, {})
+      expect(refused.statusCode).toBe(403)
+      expect(refused.json()).toMatchObject({ error: { code: 'FORBIDDEN' } })
+      const blank = await withCookie('/api/v1/auth/refresh', first, { 'x-csrf-protection': ' ' })
+      expect(blank.statusCode).toBe(403)
+
+      const ok = await withCookie(
+        '/api/v1/auth/refresh',
+        first,
+        { 'x-csrf-protection': '1' },
+        { organizationId: orgB },
+      )
+      expect(ok.statusCode).toBe(200)
+      expect(ok.json<LoginResponse>()).toMatchObject({ organizationId: orgB })
+      expect(ok.json<LoginResponse>().refreshToken).toBeUndefined()
+      const second = cookieOf(ok).value
+      expect(second).toMatch(/^rt_/)
+      expect(second).not.toBe(first)
+
+      // The spent cookie is a reuse: refused, the family revoked, the cookie cleared.
+      const replay = await withCookie('/api/v1/auth/refresh', first, { 'x-csrf-protection': '1' })
+      expect(replay.statusCode).toBe(401)
+      expect(cookieOf(replay).line).toMatch(/^pm_refresh=;.*Expires=Thu, 01 Jan 1970/)
+      const after = await withCookie('/api/v1/auth/refresh', second, { 'x-csrf-protection': '1' })
+      expect(after.statusCode).toBe(401)
+    })
+
+    it('answers 400 when neither the body nor a cookie carries a refresh token', async () => {
+      const res = await post('/api/v1/auth/refresh', {})
+      expect(res.statusCode).toBe(400)
+      expect(res.json()).toMatchObject({ error: { code: 'VALIDATION_ERROR' } })
+    })
+
+    it('logs out from the cookie with the CSRF header, clearing it', async () => {
+      const login = await post('/api/v1/auth/login', {
+        email: 'ann@example.com',
+        password: PASSWORD,
+        cookie: true,
+      })
+      const token = cookieOf(login).value
+      expect((await withCookie('/api/v1/auth/logout', token, {})).statusCode).toBe(403)
+      const out = await withCookie('/api/v1/auth/logout', token, { 'x-csrf-protection': '1' })
+      expect(out.statusCode).toBe(204)
+      expect(cookieOf(out).line).toMatch(/^pm_refresh=;.*Path=\/api\/v1\/auth/)
+      expect([out.headers['set-cookie']].flat().some((c) => String(c).startsWith('pm_session=;'))).toBe(true)
+      const res = await withCookie('/api/v1/auth/refresh', token, { 'x-csrf-protection': '1' })
+      expect(res.statusCode).toBe(401)
+      // A body token still wins over the cookie (API clients).
+      expect((await post('/api/v1/auth/logout', { refreshToken: 'whatever' })).statusCode).toBe(204)
+    })
+
+    it('signs up in cookie mode', async () => {
+      const open = await startIdentity({ AUTH_ALLOW_SIGNUP: 'true' })
+      try {
+        const res = await open.app.inject({
+          method: 'POST',
+          url: '/api/v1/auth/register',
+          payload: { email: 'new@example.com', password: PASSWORD, name: 'New', cookie: true },
+          headers: { 'x-pm-context': anonymousContext() },
+        })
+        expect(res.statusCode).toBe(201)
+        expect(res.json<LoginResponse>().refreshToken).toBeUndefined()
+        expect(cookieOf(res).value).toMatch(/^rt_/)
+      } finally {
+        await open.close()
+      }
+    })
+
+    it('writes no cookie value into its logs', async () => {
+      const login = await post('/api/v1/auth/login', {
+        email: 'ann@example.com',
+        password: PASSWORD,
+        cookie: true,
+      })
+      const token = cookieOf(login).value
+      const ok = await withCookie('/api/v1/auth/refresh', token, { 'x-csrf-protection': '1' })
+      await withCookie('/api/v1/auth/logout', cookieOf(ok).value, { 'x-csrf-protection': '1' })
+      const all = t.logs.join('\n')
+      expect(all).not.toContain(token)
+      expect(all).not.toContain(cookieOf(ok).value)
+    })
   })
 
   it('writes no password or refresh token into its logs', async () => {
@@ -272,7 +399,7 @@ describe('identity: bootstrap', () => {
     }
     const t = await startIdentity(env)
     try {
-      const service = new IdentityService(t.store)
+      const service = new IdentityService(t.store, t.bus)
       const user = await t.store.findUserByEmail('root@example.com')
       expect(user).not.toBeNull()
       const orgs = await t.store.listOrganizationsForUser(user?._id ?? '')

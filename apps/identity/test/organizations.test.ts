@@ -1,7 +1,7 @@
 import { type Member, SUBJECTS } from '@pm/contracts'
 import { hashApiKey, newId, signContext } from '@pm/kit'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { IdentityService } from '../src/domain/identity.ts'
+import { IdentityService } from '../src/services/identity.ts'
 import {
   keyContext,
   SECRET,
@@ -29,7 +29,7 @@ describe('identity: organizations, members, API keys', () => {
 
   beforeEach(async () => {
     t = await startIdentity()
-    identity = new IdentityService(t.store)
+    identity = new IdentityService(t.store, t.bus)
     owner = (await identity.createUser({ email: 'owner@example.com', password: PASSWORD, name: 'Olga' }))._id
     bob = (await identity.createUser({ email: 'bob@example.com', password: PASSWORD, name: 'Bob' }))._id
     carol = (await identity.createUser({ email: 'carol@example.com', password: PASSWORD, name: 'Carol' }))._id

@@ -1,10 +1,18 @@
 import { join } from 'node:path'
-import { createBus, type EventBus } from '@pm/bus'
-import { connectMongo, createService, type Service } from '@pm/kit'
+import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
+import {
+  collectWhileOpen,
+  connectMongo,
+  createService,
+  type Metrics,
+  type Service,
+  type Tracing,
+  traceMethods,
+} from '@pm/kit'
 import type { PromptsConfig } from './config.ts'
-import { Importer } from './domain/importer.ts'
-import { OutboxRelay } from './domain/outbox.ts'
-import { PromptsService } from './domain/prompts.ts'
+import { Importer } from './services/importer.ts'
+import { OutboxRelay } from './services/outbox.ts'
+import { PromptsService } from './services/prompts.ts'
 import { environmentRoutes } from './routes/environments.ts'
 import { forkRoutes } from './routes/fork.ts'
 import { importRoutes } from './routes/import.ts'
@@ -14,24 +22,24 @@ import { publicRoutes } from './routes/public.ts'
 import { versionRoutes } from './routes/versions.ts'
 import { MongoPromptStore } from './store/mongo.ts'
 import { SqlitePromptStore } from './store/sqlite.ts'
-import type { PromptStore } from './store/types.ts'
+import type { OutboxRecord, PromptStore } from './store/types.ts'
+import type { PromptsDeps } from './deps.ts'
 
 export { loadPromptsConfig, PromptsConfigSchema, type PromptsConfig } from './config.ts'
 export type { PromptStore } from './store/types.ts'
 export { SqlitePromptStore } from './store/sqlite.ts'
 export { MongoPromptStore } from './store/mongo.ts'
+export type { PromptsDeps } from './deps.ts'
 
 export interface PromptsAppOptions {
   config: PromptsConfig
   bus?: EventBus
   store?: PromptStore
   logStream?: NodeJS.WritableStream
-}
-
-export interface PromptsDeps {
-  config: PromptsConfig
-  service: PromptsService
-  importer: Importer
+  /** This process's metrics (METRICS_PORT); none: nothing observed. */
+  metrics?: Metrics
+  /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
+  tracing?: Tracing
 }
 
 export async function openPromptStore(config: PromptsConfig): Promise<PromptStore> {
@@ -45,24 +53,41 @@ export async function openPromptStore(config: PromptsConfig): Promise<PromptStor
 
 export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   const { config } = opts
-  const store = opts.store ?? (await openPromptStore(config))
-  const bus = opts.bus ?? (await createBus(config.NATS_URL, 'prompts'))
+  const { tracing } = opts
+  const ownStore = opts.store ?? (await openPromptStore(config))
+  const store = tracing ? tracedStore(ownStore, tracing) : ownStore
+  const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'prompts'))
+  const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
   const app = createService({
     name: 'prompts',
     logLevel: config.LOG_LEVEL,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },
+    metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
+    ...(tracing ? { tracing } : {}),
   })
+  const { metrics } = opts
+  if (metrics) {
+    collectWhileOpen(app, metrics, async () => {
+      const backlog = await store.outboxBacklog()
+      metrics.outboxBacklog.set(backlog.count)
+      const oldest = backlog.oldestCreatedAt ? Date.parse(backlog.oldestCreatedAt) : Date.now()
+      metrics.outboxOldestAge.set(Math.max(0, (Date.now() - oldest) / 1000))
+    })
+  }
   const relay = new OutboxRelay(store, bus, app.log, {
     pollMs: config.OUTBOX_POLL_MS,
     delayMs: config.OUTBOX_RELAY_DELAY_MS,
     retainMs: config.OUTBOX_RETAIN_MS,
+    ...(metrics ? { onSent: () => metrics.outboxSent.inc() } : {}),
   })
   const service = new PromptsService(store, bus, () => relay.kick())
-  const importer = new Importer(service, app.log, {
-    progressEvery: config.IMPORT_PROGRESS_EVERY,
-    staleMs: config.IMPORT_STALE_MS,
+  const importer = new Importer(service, store, app.log, {
+    leaseMs: config.IMPORT_LEASE_MS,
+    pollMs: config.IMPORT_POLL_MS,
+    dedupeMs: config.IMPORT_DEDUPE_MS,
+    rowDelayMs: config.IMPORT_ROW_DELAY_MS,
   })
   const deps: PromptsDeps = { config, service, importer }
 
@@ -74,15 +99,55 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   importRoutes(app, deps)
   internalRoutes(app, deps)
 
-  app.addHook('onReady', async () => relay.start())
-  // Imports record where they stopped; then the relay stops so nothing is half-sent
-  // (events written by the last rows stay in the outbox for the next start); then the
-  // bus and the store.
+  app.addHook('onReady', async () => {
+    relay.start()
+    importer.start()
+  })
+  // Imports stop after their current row and release their batches for the next start (or
+  // another replica); then the relay stops so nothing is half-sent (unsent events stay in the
+  // outbox for the next start); then the bus and the store.
   app.addHook('onClose', async () => {
     await importer.stop()
     await relay.stop()
-    if (!opts.bus) await bus.close()
-    if (!opts.store) await store.close()
+    if (!opts.bus) await ownBus.close()
+    if (!opts.store) await ownStore.close()
   })
   return app
+}
+
+/**
+ * Store calls as spans (prompts.store.*), and the trace context of the request written into
+ * each outbox event (given directly, or made by a builder the store calls inside its
+ * transaction), so that the event's publish and its consumers continue the request's trace.
+ */
+function tracedStore(store: PromptStore, tracing: Tracing): PromptStore {
+  const isOutbox = (v: unknown): v is OutboxRecord =>
+    typeof v === 'object' && v !== null && typeof (v as OutboxRecord).msgId === 'string' && 'payload' in v
+  const stamp = (v: unknown): unknown => {
+    if (isOutbox(v)) {
+      const headers = tracing.headers()
+      return headers.traceparent ? { ...v, traceHeaders: headers } : v
+    }
+    if (Array.isArray(v)) return v.map(stamp)
+    const built = v as { outbox?: unknown } | null
+    if (built && typeof built === 'object' && isOutbox(built.outbox))
+      return { ...built, outbox: stamp(built.outbox) }
+    return v
+  }
+  const traced = traceMethods(store, tracing, 'prompts.store')
+  return new Proxy(traced, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver)
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) =>
+        (value as (...a: unknown[]) => unknown).apply(
+          target,
+          args.map((a) =>
+            typeof a === 'function'
+              ? (...inner: unknown[]) => stamp((a as (...x: unknown[]) => unknown)(...inner))
+              : stamp(a),
+          ),
+        )
+    },
+  })
 }

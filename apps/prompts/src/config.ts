@@ -1,6 +1,9 @@
 import { busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
+/** 16 MiB (BSON's largest document) less 64 KiB. */
+export const CSV_MAX_BYTES_LIMIT = 16 * 1024 * 1024 - 64 * 1024
+
 export const PromptsConfigSchema = Type.Object({
   ...commonSettings,
   ...storeSettings,
@@ -15,12 +18,25 @@ export const PromptsConfigSchema = Type.Object({
   OUTBOX_RELAY_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
   /** Sent events are deleted from the outbox after this long (JetStream dedupes for one hour). */
   OUTBOX_RETAIN_MS: Type.Integer({ minimum: 60 * 60 * 1000, default: 24 * 60 * 60 * 1000 }),
-  CSV_MAX_BYTES: Type.Integer({ minimum: 1024, default: 10 * 1024 * 1024 }),
+  /**
+   * The file is kept as one document in MongoDB (`import_files`) while its batch runs: BSON
+   * refuses a document over 16 MiB, so the limit stays under it with room for the document's
+   * other fields.
+   */
+  CSV_MAX_BYTES: Type.Integer({ minimum: 1024, maximum: CSV_MAX_BYTES_LIMIT, default: 10 * 1024 * 1024 }),
   CSV_MAX_ROWS: Type.Integer({ minimum: 1, default: 50_000 }),
-  /** Rows written between two progress updates of an import batch. */
-  IMPORT_PROGRESS_EVERY: Type.Integer({ minimum: 1, default: 100 }),
-  /** An import whose progress has not moved for this long is reported as failed (its writer died). */
-  IMPORT_STALE_MS: Type.Integer({ minimum: 1000, default: 120_000 }),
+  /**
+   * How long a process holds an import batch without renewing it (it renews every third of
+   * this): after a crash, another process (or the restarted one) resumes the batch this long
+   * after the last renewal at most.
+   */
+  IMPORT_LEASE_MS: Type.Integer({ minimum: 1000, default: 5000 }),
+  /** How often each process looks for import batches to resume. */
+  IMPORT_POLL_MS: Type.Integer({ minimum: 100, default: 1000 }),
+  /** How long after an import ends the same file (or Idempotency-Key) still answers that batch. */
+  IMPORT_DEDUPE_MS: Type.Integer({ minimum: 0, default: 24 * 60 * 60 * 1000 }),
+  /** A pause after each imported row: 0 in production; the crash tests slow an import with it. */
+  IMPORT_ROW_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
 })
 export type PromptsConfig = Static<typeof PromptsConfigSchema>
 

@@ -1,8 +1,16 @@
-import type { ImportBatch, Pin, Prompt, PromptChangedEvent, PromptVersion } from '@pm/contracts'
+import type {
+  CallerContext,
+  ImportBatch,
+  Pin,
+  Prompt,
+  PromptChangedEvent,
+  PromptVersion,
+} from '@pm/contracts'
 import { SUBJECTS } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { buildPublished } from '../src/domain/prompts.ts'
+import { buildPublished } from '../src/services/prompts.ts'
+import type { PromptRecord } from '../src/store/types.ts'
 import { type Harness, harness, multipart } from './helpers.ts'
 
 let h: Harness | undefined
@@ -36,6 +44,65 @@ async function publish(t: Harness, id: string, changeLog?: string): Promise<Prom
   })
   expect(res.statusCode).toBe(201)
   return res.json<PromptVersion>()
+}
+
+async function upload(
+  t: Harness,
+  csv: string,
+  headers: Record<string, string> = {},
+  caller: Partial<CallerContext> = {},
+) {
+  const body = await multipart(csv)
+  return t.app.inject({
+    method: 'POST',
+    url: '/api/v1/prompts/import',
+    headers: { ...t.as(caller), ...body.headers, ...headers },
+    payload: body.payload,
+  })
+}
+
+async function batchOf(t: Harness, batchId: string): Promise<ImportBatch> {
+  const res = await t.app.inject({ method: 'GET', url: `/api/v1/prompts/import/${batchId}`, headers: t.as() })
+  expect(res.statusCode).toBe(200)
+  return res.json<ImportBatch>()
+}
+
+async function countPrompts(t: Harness): Promise<number> {
+  return (await t.store.listPrompts({ organizationId: t.org }, { page: 1, limit: 1 })).total
+}
+
+/** Rows "Row i" / "Hello {{who}} i", i = 1..n except blank-named ones: each once, whole. */
+async function expectImported(t: Harness, n: number): Promise<void> {
+  const { prompts, total } = await t.store.listPrompts({ organizationId: t.org }, { page: 1, limit: 100_000 })
+  expect(total).toBe(n)
+  expect(new Set(prompts.map((p) => p.name)).size).toBe(n)
+  for (const p of prompts) {
+    const i = p.name.replace('Row ', '')
+    expect(p).toMatchObject({ template: `Hello {{who}} ${i}`, slug: `row-${i}`, createdBy: t.user })
+  }
+}
+
+/** A prompt as the importer writes row `name` (for a batch written by a "dead" process). */
+function importedPrompt(t: Harness, name: string, template: string, slug: string): PromptRecord {
+  const at = new Date().toISOString()
+  return {
+    _id: newId(),
+    organizationId: t.org,
+    name,
+    slug,
+    type: 'text',
+    description: '',
+    tags: [],
+    template,
+    variables: [{ name: 'who', required: true }],
+    isPublic: false,
+    versionCount: 0,
+    currentVersionId: null,
+    environments: { preview: null, production: null },
+    createdBy: t.user,
+    createdAt: at,
+    updatedAt: at,
+  }
 }
 
 describe('prompts service (app.inject)', () => {
@@ -239,7 +306,7 @@ describe('prompts service (app.inject)', () => {
   })
 
   it('imports a CSV in the background with progress, reporting bad rows', async () => {
-    const t = await setup({ IMPORT_PROGRESS_EVERY: '10' })
+    const t = await setup()
     const lines = ['name,template,tags']
     for (let i = 1; i <= 300; i++) lines.push(i === 50 ? ',no name,' : `Row ${i},Hello {{who}} ${i},a;b`)
     const body = await multipart(lines.join('\n'))
@@ -261,7 +328,10 @@ describe('prompts service (app.inject)', () => {
       created: 299,
       failed: 1,
       errors: [{ row: 51, message: 'name is required' }],
+      resumedAt: null,
     })
+    // The file was kept while the batch ran, and only then.
+    expect(await t.store.getImportFile(batchId)).toBeNull()
     const other = await t.app.inject({
       method: 'GET',
       url: `/api/v1/prompts/import/${batchId}`,
@@ -270,52 +340,300 @@ describe('prompts service (app.inject)', () => {
     expect(other.statusCode).toBe(404)
   })
 
-  it('records where an import stopped when the service shuts down, and reads a dead batch as failed', async () => {
-    const t = await setup({ IMPORT_PROGRESS_EVERY: '1' })
+  it('hands an import over on shutdown, and the next start finishes it from where it stopped', async () => {
+    const t = await setup({ IMPORT_ROW_DELAY_MS: '2' })
     const lines = ['name,template']
-    for (let i = 1; i <= 2000; i++) lines.push(`Row ${i},T`)
-    const body = await multipart(lines.join('\n'))
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/api/v1/prompts/import',
-      headers: { ...t.as(), ...body.headers },
-      payload: body.payload,
+    for (let i = 1; i <= 300; i++) lines.push(i === 7 ? ',no name' : `Row ${i},Hello {{who}} ${i}`)
+    const { batchId } = (await upload(t, lines.join('\n'))).json<{ batchId: string }>()
+    await vi.waitFor(async () => expect((await batchOf(t, batchId)).created).toBeGreaterThan(20), {
+      timeout: 10_000,
+      interval: 5,
     })
-    const { batchId } = res.json<{ batchId: string }>()
     await t.app.close()
-    const batch = await t.store.getBatch(t.org, batchId)
-    // Every row is accounted for: written, or listed as not imported.
-    expect(batch?.status).not.toBe('processing')
-    expect((batch?.created ?? 0) + (batch?.failed ?? 0)).toBe(2000)
-    expect(batch?.errors).toHaveLength(batch?.failed ?? -1)
+    const stopped = await t.store.getBatch(t.org, batchId)
+    // Exact at the moment it stopped: every counted row is a prompt, every prompt is counted.
+    expect(stopped).toMatchObject({ status: 'processing', leaseOwner: null, failed: 1 })
+    expect(stopped?.created).toBeLessThan(299)
+    expect(await countPrompts(t)).toBe(stopped?.created)
 
-    // A batch left "processing" by a process that died reads as failed once it is stale.
-    const t2 = await harness({ IMPORT_STALE_MS: '1000' })
+    const t2 = await harness({ IMPORT_POLL_MS: '100' }, t)
     try {
-      const old = new Date(Date.now() - 5000).toISOString()
-      const dead = {
-        _id: newId(),
-        organizationId: t2.org,
-        createdBy: t2.user,
-        status: 'processing' as const,
-        total: 10,
-        created: 4,
-        failed: 0,
-        errors: [],
-        createdAt: old,
-        updatedAt: old,
-        finishedAt: null,
-      }
-      await t2.store.createBatch(dead)
-      const view = await t2.app.inject({
-        method: 'GET',
-        url: `/api/v1/prompts/import/${dead._id}`,
-        headers: t2.as(),
+      await vi.waitFor(async () => expect((await batchOf(t2, batchId)).status).toBe('completed'), {
+        timeout: 10_000,
       })
-      expect(view.json()).toMatchObject({ status: 'failed', total: 10, created: 4 })
+      const done = await batchOf(t2, batchId)
+      expect(done).toMatchObject({ total: 300, created: 299, failed: 1, errors: [{ row: 8 }] })
+      expect(done.resumedAt).not.toBeNull()
+      await expectImported(t2, 299)
+      expect(await t2.store.getImportFile(batchId)).toBeNull()
     } finally {
       await t2.close()
     }
+  })
+
+  it('does not let a NUL in search match everything (issue 14, finding 6)', async () => {
+    const t = await setup()
+    for (const name of ['alpha', 'beta']) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/prompts',
+        headers: t.as(),
+        payload: { name, template: 'x' },
+      })
+      expect(res.statusCode).toBe(201)
+    }
+    for (const [base, headers] of [
+      ['/api/v1/prompts', t.as()],
+      ['/api/v1/public/prompts', t.as({ kind: 'anonymous', organizationId: undefined })],
+    ] as const) {
+      for (const search of ['%00', 'al%00', '%09', '%1F', '%7F']) {
+        const res = await t.app.inject({ method: 'GET', url: `${base}?search=${search}`, headers })
+        expect([res.statusCode, res.json().error?.code], `${base} search=${search}`).toEqual([
+          400,
+          'VALIDATION_ERROR',
+        ])
+      }
+    }
+    const literal = await t.app.inject({ method: 'GET', url: '/api/v1/prompts?search=%25', headers: t.as() })
+    expect(literal.json().prompts).toEqual([])
+  })
+
+  it('answers huge page numbers with 400 and a page past the end with an empty page (issue 14, finding 5)', async () => {
+    const t = await setup()
+    const anonymous = t.as({ kind: 'anonymous', organizationId: undefined })
+    for (const [base, headers] of [
+      ['/api/v1/prompts', t.as()],
+      ['/api/v1/public/prompts', anonymous],
+    ] as const) {
+      for (const page of ['1e18', '99999999999999999999', 'Infinity', '-1', '0', '1.5', '100001']) {
+        const res = await t.app.inject({ method: 'GET', url: `${base}?page=${page}`, headers })
+        expect([res.statusCode, res.json().error?.code], `${base} page=${page}`).toEqual([
+          400,
+          'VALIDATION_ERROR',
+        ])
+      }
+      const past = await t.app.inject({ method: 'GET', url: `${base}?page=100000&limit=100`, headers })
+      expect(past.statusCode, base).toBe(200)
+      expect(past.json().prompts).toEqual([])
+    }
+  })
+
+  it('answers a malformed multipart body with 400, never a 5xx (issue 14, finding 5)', async () => {
+    const t = await setup()
+    const good = await multipart('name,template\na,b')
+    const boundary = /boundary=(.+)$/.exec(good.headers['content-type'] ?? '')?.[1] ?? ''
+    const cases: [string, string, Buffer][] = [
+      ['no boundary', 'multipart/form-data', good.payload],
+      ['wrong boundary', 'multipart/form-data; boundary=not-the-one', good.payload],
+      ['truncated', good.headers['content-type'] ?? '', good.payload.subarray(0, good.payload.length - 30)],
+      [
+        'garbage',
+        `multipart/form-data; boundary=${boundary}`,
+        Buffer.from(`--${boundary}\r\nno headers\r\n`),
+      ],
+    ]
+    for (const [label, type, payload] of cases) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/prompts/import',
+        headers: { ...t.as(), 'content-type': type },
+        payload,
+      })
+      expect([res.statusCode, res.json().error?.code], label).toEqual([400, 'VALIDATION_ERROR'])
+    }
+  })
+
+  it('refuses a second file rather than ignoring it (issue 14, finding 9)', async () => {
+    const t = await setup()
+    const form = new FormData()
+    form.append('file', new Blob(['name,template\na,b'], { type: 'text/csv' }), 'one.csv')
+    form.append('file', new Blob(['name,template\nc,d'], { type: 'text/csv' }), 'two.csv')
+    const request = new Request('http://localhost/', { method: 'POST', body: form })
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/prompts/import',
+      headers: { ...t.as(), 'content-type': request.headers.get('content-type') ?? '' },
+      payload: Buffer.from(await request.arrayBuffer()),
+    })
+    expect([res.statusCode, res.json().error?.code]).toEqual([400, 'VALIDATION_ERROR'])
+    const listed = await t.app.inject({ method: 'GET', url: '/api/v1/prompts', headers: t.as() })
+    expect(listed.json().prompts).toEqual([])
+  })
+
+  it('takes over a batch whose writer died once its lease runs out, writing no row twice', async () => {
+    const t = await setup({ IMPORT_POLL_MS: '100' })
+    const lines = ['name,template']
+    for (let i = 1; i <= 50; i++) lines.push(`Row ${i},Hello {{who}} ${i}`)
+    const file = Buffer.from(lines.join('\n'))
+    // As a writer that died after its first two rows would have left it.
+    const leaseUntil = new Date(Date.now() + 1500).toISOString()
+    const batchId = newId()
+    await t.store.createBatch(
+      {
+        _id: batchId,
+        organizationId: t.org,
+        createdBy: t.user,
+        status: 'processing',
+        total: 50,
+        created: 0,
+        failed: 0,
+        errors: [],
+        createdAt: new Date().toISOString(),
+        updatedAt: new Date().toISOString(),
+        finishedAt: null,
+        resumedAt: null,
+        position: 0,
+        contentHash: null,
+        idempotencyKey: null,
+        leaseOwner: 'dead',
+        leaseUntil,
+      },
+      file,
+    )
+    await t.store.importRows(
+      { batchId, owner: 'dead', from: 0, to: 2, at: new Date().toISOString() },
+      [1, 2].map((i) => importedPrompt(t, `Row ${i}`, `Hello {{who}} ${i}`, `row-${i}`)),
+      [],
+    )
+    await vi.waitFor(async () => expect((await batchOf(t, batchId)).status).toBe('completed'), {
+      timeout: 10_000,
+    })
+    const done = await batchOf(t, batchId)
+    expect(done).toMatchObject({ total: 50, created: 50, failed: 0, errors: [] })
+    // Not taken before the dead writer's lease ran out.
+    expect(Date.parse(done.resumedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(leaseUntil))
+    await expectImported(t, 50)
+  })
+
+  it('lets exactly one of two processes on one store take an orphaned batch', async () => {
+    const t = await setup({ IMPORT_POLL_MS: '100' })
+    const t2 = await harness({ IMPORT_POLL_MS: '100' }, t)
+    try {
+      const lines = ['name,template']
+      for (let i = 1; i <= 500; i++) lines.push(`Row ${i},Hello {{who}} ${i}`)
+      const past = new Date(Date.now() - 1000).toISOString()
+      const batchId = newId()
+      await t.store.createBatch(
+        {
+          _id: batchId,
+          organizationId: t.org,
+          createdBy: t.user,
+          status: 'processing',
+          total: 500,
+          created: 0,
+          failed: 0,
+          errors: [],
+          createdAt: past,
+          updatedAt: past,
+          finishedAt: null,
+          resumedAt: null,
+          position: 0,
+          contentHash: null,
+          idempotencyKey: null,
+          leaseOwner: 'dead',
+          leaseUntil: past,
+        },
+        Buffer.from(lines.join('\n')),
+      )
+      await vi.waitFor(async () => expect((await batchOf(t2, batchId)).status).toBe('completed'), {
+        timeout: 10_000,
+      })
+      expect(await batchOf(t, batchId)).toMatchObject({ total: 500, created: 500, failed: 0, errors: [] })
+      await expectImported(t, 500)
+    } finally {
+      await t2.close()
+    }
+  })
+
+  it('writes a run row by row when someone else takes one of its slugs meanwhile', async () => {
+    const t = await setup()
+    const write = t.store.importRows.bind(t.store)
+    let raced = false
+    t.store.importRows = async (step, prompts, errors) => {
+      const second = prompts[1]
+      if (!raced && second) {
+        // A prompt created through the API between the importer's slug check and its write.
+        raced = true
+        await t.store.createPrompt({ ...second, _id: newId(), name: 'Someone else' })
+      }
+      return write(step, prompts, errors)
+    }
+    const lines = ['name,template']
+    for (let i = 1; i <= 10; i++) lines.push(`Row ${i},Hello {{who}} ${i}`)
+    const { batchId } = (await upload(t, lines.join('\n'))).json<{ batchId: string }>()
+    await vi.waitFor(async () => expect((await batchOf(t, batchId)).status).toBe('completed'))
+    expect(raced).toBe(true)
+    expect(await batchOf(t, batchId)).toMatchObject({ created: 10, failed: 0, errors: [] })
+    const { prompts } = await t.store.listPrompts({ organizationId: t.org }, { page: 1, limit: 100 })
+    expect(prompts).toHaveLength(11)
+    expect(prompts.find((p) => p.name === 'Row 2')?.slug).toBe('row-2-2')
+    expect(
+      prompts
+        .filter((p) => p.name.startsWith('Row '))
+        .map((p) => p.slug)
+        .sort(),
+    ).toHaveLength(10)
+  })
+
+  it('answers a re-sent file, or a repeated Idempotency-Key, with the original batch', async () => {
+    const t = await setup()
+    const file = 'name,template\nOne,1\nTwo,2\n'
+    const first = await upload(t, file)
+    expect(first.statusCode).toBe(202)
+    const { batchId } = first.json<{ batchId: string }>()
+    await vi.waitFor(async () => expect((await batchOf(t, batchId)).status).toBe('completed'))
+
+    const again = await upload(t, file)
+    expect(again.statusCode).toBe(202)
+    expect(again.json()).toMatchObject({ batchId, message: expect.stringContaining('nothing new') })
+    expect(await countPrompts(t)).toBe(2)
+
+    const keyed = await upload(t, 'name,template\nThree,3\n', { 'idempotency-key': '"req-1"' })
+    const keyedId = keyed.json<{ batchId: string }>().batchId
+    expect(keyedId).not.toBe(batchId)
+    // Quoted or not, the same key; repeated with the same file, the same batch.
+    const repeat = await upload(t, 'name,template\nThree,3\n', { 'idempotency-key': 'req-1' })
+    expect([repeat.statusCode, repeat.json().batchId]).toEqual([202, keyedId])
+    const other = await upload(t, 'name,template\nFour,4\n', { 'idempotency-key': 'req-1' })
+    expect([other.statusCode, other.json().error.code]).toEqual([409, 'CONFLICT'])
+    // A new key does not make a known file new.
+    const newKey = await upload(t, file, { 'idempotency-key': 'req-2' })
+    expect(newKey.json().batchId).toBe(batchId)
+    // Another user's key, and another workspace's file, are their own.
+    const otherUser = await upload(
+      t,
+      'name,template\nFive,5\n',
+      { 'idempotency-key': 'req-1' },
+      {
+        userId: newId(),
+      },
+    )
+    expect(otherUser.statusCode).toBe(202)
+    expect(otherUser.json().batchId).not.toBe(keyedId)
+    const otherOrg = await upload(t, file, {}, { organizationId: newId() })
+    expect(otherOrg.json().batchId).not.toBe(batchId)
+
+    for (const bad of ['', 'has space', 'x'.repeat(256), 'caf\u00e9']) {
+      const res = await upload(t, 'name,template\nSix,6\n', { 'idempotency-key': bad })
+      expect([res.statusCode, res.json().error.code]).toEqual([400, 'VALIDATION_ERROR'])
+    }
+    // One, Two, Three, and the other user's Five: nothing from the repeats.
+    await vi.waitFor(async () =>
+      expect((await batchOf(t, otherUser.json().batchId)).status).toBe('completed'),
+    )
+    await vi.waitFor(async () => expect((await batchOf(t, keyedId)).status).toBe('completed'))
+    expect(await countPrompts(t)).toBe(4)
+  })
+
+  it('imports a file again once its batch is older than IMPORT_DEDUPE_MS', async () => {
+    const t = await setup({ IMPORT_DEDUPE_MS: '0' })
+    const file = 'name,template\nOnce,1\n'
+    const first = (await upload(t, file)).json<{ batchId: string }>().batchId
+    await vi.waitFor(async () => expect((await batchOf(t, first)).status).toBe('completed'))
+    const second = (await upload(t, file)).json<{ batchId: string }>().batchId
+    expect(second).not.toBe(first)
+    await vi.waitFor(async () => expect((await batchOf(t, second)).status).toBe('completed'))
+    expect(await countPrompts(t)).toBe(2)
   })
 
   it('refuses an upload that is not multipart, or has no file field', async () => {

@@ -23,8 +23,12 @@ export interface Harness {
 const ALL: Scope[] = ['prompts:read', 'prompts:write', 'organization:read']
 
 /** The prompts service on a fresh SQLite file and an in-process bus, for app.inject tests. */
-export async function harness(env: Record<string, string> = {}): Promise<Harness> {
-  const dir = mkdtempSync(join(tmpdir(), 'pm-prompts-'))
+export async function harness(
+  env: Record<string, string> = {},
+  /** Another start on the data of an earlier harness (its directory is then kept on close). */
+  after?: Pick<Harness, 'config' | 'org' | 'user'>,
+): Promise<Harness> {
+  const dir = after?.config.DATA_DIR ?? mkdtempSync(join(tmpdir(), 'pm-prompts-'))
   const secret = randomBytes(32).toString('hex')
   const config = loadPromptsConfig({
     INTERNAL_AUTH_SECRET: secret,
@@ -36,8 +40,8 @@ export async function harness(env: Record<string, string> = {}): Promise<Harness
   const store = new SqlitePromptStore(join(dir, 'prompts.db'))
   const app = await buildApp({ config, bus, store })
   await app.ready()
-  const org = newId()
-  const user = newId()
+  const org = after?.org ?? newId()
+  const user = after?.user ?? newId()
   return {
     app,
     bus,
@@ -63,7 +67,7 @@ export async function harness(env: Record<string, string> = {}): Promise<Harness
       await app.close()
       await bus.close()
       await store.close()
-      rmSync(dir, { recursive: true, force: true })
+      if (!after) rmSync(dir, { recursive: true, force: true })
     },
   }
 }

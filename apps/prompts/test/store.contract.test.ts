@@ -4,7 +4,10 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { MongoPromptStore } from '../src/store/mongo.ts'
 import { SqlitePromptStore } from '../src/store/sqlite.ts'
 import {
+  DuplicateImportError,
   DuplicateSlugError,
+  type ImportBatchRecord,
+  LeaseLostError,
   type PromptRecord,
   type PromptStore,
   type VersionBuilder,
@@ -29,6 +32,7 @@ function prompt(organizationId: string, overrides: Partial<PromptRecord> = {}): 
     slug: `p-${newId()}`,
     description: '',
     tags: [],
+    type: 'text',
     template: 'Hello {{name}}',
     variables: [{ name: 'name', required: true }],
     isPublic: false,
@@ -52,8 +56,11 @@ const builder: VersionBuilder = (p, next) => {
       version: next,
       status: 'PUBLISHED',
       publishedAt: now(),
+      type: p.type,
       template: p.template,
       variables: p.variables,
+      ...(p.messages ? { messages: p.messages } : {}),
+      ...(p.config ? { config: p.config } : {}),
       createdBy: { _id: 'u'.repeat(24) },
       changeLog: `v${next}`,
     },
@@ -191,8 +198,8 @@ for (const backend of backends) {
         updatedAt: now(),
       })
       expect(updated).toMatchObject({ name: 'X', tags: ['t'], versionCount: 1 })
-      expect(await s.deletePrompt(newId(), p._id)).toBe(false)
-      expect(await s.deletePrompt(p.organizationId, p._id)).toBe(true)
+      expect(await s.deletePrompt(newId(), p._id)).toBeNull()
+      expect(await s.deletePrompt(p.organizationId, p._id)).toMatchObject({ _id: p._id, name: 'X' })
       expect(await s.getPromptById(p._id)).toBeNull()
       expect(await s.listVersions(p._id, 'version')).toEqual([])
     })
@@ -207,6 +214,80 @@ for (const backend of backends) {
       const after = await s.setPin(p.organizationId, p._id, 'preview', { ...pin, version: 1 }, now())
       expect(after?.environments).toEqual({ preview: pin, production: pin })
       expect(await s.setPin(newId(), p._id, 'preview', pin, now())).toBeNull()
+    })
+
+    it('keeps a chat prompt: type, messages and config, on the prompt and its versions', async () => {
+      const s = await open()
+      const messages = [
+        { role: 'system' as const, content: 'You are {{persona}}' },
+        { type: 'placeholder' as const, name: 'history' },
+      ]
+      const p = prompt(newId(), { type: 'chat', messages, config: { model: 'm', temperature: 0.2 } })
+      await s.createPrompt(p)
+      expect(await s.getPrompt(p.organizationId, p._id)).toEqual(p)
+      expect(await s.getPromptBySlug(p.organizationId, p.slug)).toEqual(p)
+      expect(await s.getPromptBySlug(newId(), p.slug)).toBeNull()
+      const v1 = await s.publish(p.organizationId, p._id, builder)
+      expect(await s.getVersion(p._id, v1?._id ?? '')).toMatchObject({
+        type: 'chat',
+        messages,
+        config: { model: 'm', temperature: 0.2 },
+      })
+      // null removes the config; other fields stay.
+      const cleared = await s.updatePrompt(p.organizationId, p._id, { config: null, updatedAt: now() })
+      expect(cleared).not.toHaveProperty('config')
+      expect(cleared).toMatchObject({ type: 'chat', messages })
+      // A text prompt has neither messages nor config unless set.
+      const t = prompt(newId())
+      await s.createPrompt(t)
+      const read = await s.getPrompt(t.organizationId, t._id)
+      expect(read?.type).toBe('text')
+      expect(read).not.toHaveProperty('messages')
+      expect(read).not.toHaveProperty('config')
+    })
+
+    it('writes change events with the change, in one transaction', async () => {
+      const s = await open()
+      const p = prompt(newId())
+      await s.createPrompt(p)
+      const v1 = await s.publish(p.organizationId, p._id, builder)
+      for (const o of await s.pendingOutbox(10)) await s.markOutboxSent(o._id, now())
+      let n = 0
+      // Distinct times, so the outbox's order (oldest first) is the order of the writes.
+      const row = (msgId: string) => ({
+        _id: newId(),
+        subject: 'x',
+        msgId,
+        payload: { msgId },
+        createdAt: new Date(Date.UTC(2030, 0, 1, 0, 0, n++)).toISOString(),
+        sentAt: null,
+      })
+      const pin = { versionId: v1?._id ?? '', version: 1, promotedAt: now(), promotedBy: newId() }
+      await s.setPin(p.organizationId, p._id, 'production', pin, now(), (after) =>
+        row(`promoted-${after.environments.production?.version}`),
+      )
+      // The builder sees the prompt before and after: no visibility change, no event.
+      await s.updatePrompt(p.organizationId, p._id, { isPublic: false, updatedAt: now() }, (before, after) =>
+        before.isPublic === after.isPublic ? [] : [row('unexpected')],
+      )
+      await s.updatePrompt(p.organizationId, p._id, { isPublic: true, updatedAt: now() }, (before, after) =>
+        before.isPublic === after.isPublic ? [] : [row(`public-${after.isPublic}`)],
+      )
+      // A builder that throws rolls the change back: no half-written change.
+      await expect(
+        s.updatePrompt(p.organizationId, p._id, { isPublic: false, updatedAt: now() }, () => {
+          throw new Error('boom')
+        }),
+      ).rejects.toThrow('boom')
+      expect((await s.getPrompt(p.organizationId, p._id))?.isPublic).toBe(true)
+      await s.deletePrompt(p.organizationId, p._id, (deleted) => row(`deleted-${deleted.slug}`))
+      expect((await s.pendingOutbox(10)).map((o) => o.msgId)).toEqual([
+        'promoted-1',
+        'public-true',
+        `deleted-${p.slug}`,
+      ])
+      expect(await s.deletePrompt(p.organizationId, p._id, () => row('again'))).toBeNull()
+      expect(await s.pendingOutbox(10)).toHaveLength(3)
     })
 
     it('reads versions by ids across prompts', async () => {
@@ -234,14 +315,25 @@ for (const backend of backends) {
       expect((await s.pendingOutbox(10)).map((o) => o._id)).toEqual([second?._id])
     })
 
-    it('keeps import batches per workspace, with progress and appended errors', async () => {
+    it('counts the unsent events and dates the oldest (metrics)', async () => {
       const s = await open()
-      const org = newId()
-      const batch = {
+      expect(await s.outboxBacklog()).toEqual({ count: 0, oldestCreatedAt: null })
+      const p = prompt(newId())
+      await s.createPrompt(p)
+      await s.publish(p.organizationId, p._id, builder)
+      await s.publish(p.organizationId, p._id, builder)
+      const [first, second] = await s.pendingOutbox(10)
+      expect(await s.outboxBacklog()).toEqual({ count: 2, oldestCreatedAt: first?.createdAt })
+      await s.markOutboxSent(first?._id ?? '', now())
+      expect(await s.outboxBacklog()).toEqual({ count: 1, oldestCreatedAt: second?.createdAt })
+    })
+
+    function batch(organizationId: string, overrides: Partial<ImportBatchRecord> = {}): ImportBatchRecord {
+      return {
         _id: newId(),
-        organizationId: org,
+        organizationId,
         createdBy: newId(),
-        status: 'processing' as const,
+        status: 'processing',
         total: 5,
         created: 0,
         failed: 1,
@@ -249,30 +341,132 @@ for (const backend of backends) {
         createdAt: now(),
         updatedAt: now(),
         finishedAt: null,
+        resumedAt: null,
+        position: 0,
+        contentHash: newId(),
+        idempotencyKey: null,
+        leaseOwner: 'owner-a',
+        leaseUntil: new Date(Date.now() + 60_000).toISOString(),
+        ...overrides,
       }
-      await s.createBatch(batch)
-      expect(await s.getBatch(org, batch._id)).toEqual(batch)
-      expect(await s.getBatch(newId(), batch._id)).toBeNull()
-      await s.updateBatch(batch._id, { created: 2, updatedAt: now() })
-      await s.updateBatch(batch._id, {
+    }
+    const step = (b: ImportBatchRecord, from: number, to: number, owner = 'owner-a') => ({
+      batchId: b._id,
+      owner,
+      from,
+      to,
+      at: now(),
+    })
+
+    it('keeps import batches per workspace, with their file until they end', async () => {
+      const s = await open()
+      const org = newId()
+      const b = batch(org)
+      const file = Buffer.from('name,template\nA,a\n\u00e9,\u00e9\n')
+      await s.createBatch(b, file)
+      expect(await s.getBatch(org, b._id)).toEqual(b)
+      expect(await s.getBatch(newId(), b._id)).toBeNull()
+      expect(await s.getImportFile(b._id)).toEqual(file)
+      await s.finishBatch(b._id, 'owner-a', 'completed', now())
+      expect(await s.getImportFile(b._id)).toBeNull()
+      expect(await s.getBatch(org, b._id)).toMatchObject({ status: 'completed', leaseOwner: null })
+      // Ended: nobody holds it any more.
+      await expect(s.finishBatch(b._id, 'owner-a', 'completed', now())).rejects.toBeInstanceOf(LeaseLostError)
+    })
+
+    it('writes a run of imported rows and their counts together, fenced by owner and position', async () => {
+      const s = await open()
+      const org = newId()
+      const b = batch(org)
+      await s.createBatch(b, Buffer.from('x'))
+      const p1 = prompt(org, { slug: 'one' })
+      await s.importRows(step(b, 0, 1), [p1], [])
+      // A writer that lost the batch, or is behind its position, writes nothing.
+      await expect(s.importRows(step(b, 1, 2, 'owner-b'), [prompt(org)], [])).rejects.toBeInstanceOf(
+        LeaseLostError,
+      )
+      await expect(s.importRows(step(b, 0, 2), [prompt(org, { slug: 'stale' })], [])).rejects.toBeInstanceOf(
+        LeaseLostError,
+      )
+      expect(await s.isSlugTaken(org, 'stale')).toBe(false)
+      // A taken slug anywhere in the run writes none of it, and leaves the counts where they were.
+      const run = [prompt(org, { slug: 'two' }), prompt(org, { slug: 'one' })]
+      await expect(s.importRows(step(b, 1, 3), run, [{ row: 9, message: 'x' }])).rejects.toBeInstanceOf(
+        DuplicateSlugError,
+      )
+      expect(await s.isSlugTaken(org, 'two')).toBe(false)
+      expect(await s.getBatch(org, b._id)).toMatchObject({ created: 1, failed: 1, position: 1 })
+      // Row 3 was refused at upload: the next run goes from 1 to 5 (two rows and an error).
+      const two = prompt(org, { slug: 'two' })
+      const four = prompt(org, { slug: 'four' })
+      await s.importRows(step(b, 1, 5), [two, four], [{ row: 5, message: 'could not be saved' }])
+      expect(await s.getBatch(org, b._id)).toMatchObject({
         created: 3,
         failed: 2,
-        appendErrors: [{ row: 6, message: 'x' }],
-        status: 'completed',
-        updatedAt: now(),
-        finishedAt: now(),
-      })
-      const done = await s.getBatch(org, batch._id)
-      expect(done).toMatchObject({
-        status: 'completed',
-        created: 3,
-        failed: 2,
+        position: 5,
         errors: [
           { row: 3, message: 'name is required' },
-          { row: 6, message: 'x' },
+          { row: 5, message: 'could not be saved' },
         ],
       })
-      expect(done?.finishedAt).not.toBeNull()
+      for (const p of [p1, two, four]) expect(await s.getPrompt(org, p._id)).toEqual(p)
+    })
+
+    it('lets one claimer at a time take a batch whose lease is free or ran out', async () => {
+      const s = await open()
+      const org = newId()
+      const past = new Date(Date.now() - 1000).toISOString()
+      const held = batch(org, { leaseOwner: 'alive' })
+      const dead = batch(org, { leaseOwner: 'dead', leaseUntil: past, position: 2, created: 1 })
+      const done = batch(org, { status: 'completed', leaseOwner: null, leaseUntil: null })
+      for (const b of [held, dead, done]) await s.createBatch(b, null)
+      const at = now()
+      const until = new Date(Date.now() + 5000).toISOString()
+      const claims = await Promise.all([s.claimBatch('x', at, until), s.claimBatch('y', at, until)])
+      const won = claims.filter((c) => c !== null)
+      expect(won).toHaveLength(1)
+      expect(won[0]).toMatchObject({
+        _id: dead._id,
+        position: 2,
+        created: 1,
+        resumedAt: at,
+        leaseUntil: until,
+      })
+      expect(await s.claimBatch('z', now(), until)).toBeNull()
+      const owner = won[0]?.leaseOwner ?? ''
+      // The dead writer can no longer write; the new owner renews, then releases it.
+      await expect(s.importRows(step(dead, 2, 3, 'dead'), [prompt(org)], [])).rejects.toBeInstanceOf(
+        LeaseLostError,
+      )
+      expect(await s.renewLease(dead._id, 'dead', until)).toBe(false)
+      expect(await s.renewLease(dead._id, owner, until)).toBe(true)
+      await s.releaseLease(dead._id, owner)
+      expect(await s.claimBatch('z', now(), until)).toMatchObject({ _id: dead._id, leaseOwner: 'z' })
+    })
+
+    it('keeps one batch per file per workspace and per Idempotency-Key per user, until forgotten', async () => {
+      const s = await open()
+      const org = newId()
+      const user = newId()
+      const first = batch(org, { createdBy: user, contentHash: 'h1', idempotencyKey: 'k1' })
+      await s.createBatch(first, null)
+      await expect(s.createBatch(batch(org, { contentHash: 'h1' }), null)).rejects.toBeInstanceOf(
+        DuplicateImportError,
+      )
+      await expect(
+        s.createBatch(batch(org, { createdBy: user, contentHash: 'h2', idempotencyKey: 'k1' }), null),
+      ).rejects.toBeInstanceOf(DuplicateImportError)
+      // Another workspace, or another user's key, is another batch; no hash or key is no constraint.
+      await s.createBatch(batch(newId(), { contentHash: 'h1' }), null)
+      await s.createBatch(batch(org, { contentHash: 'h3', idempotencyKey: 'k1' }), null)
+      await s.createBatch(batch(org, { contentHash: null }), null)
+      await s.createBatch(batch(org, { contentHash: null }), null)
+      expect((await s.findBatchByHash(org, 'h1'))?._id).toBe(first._id)
+      expect((await s.findBatchByKey(org, user, 'k1'))?._id).toBe(first._id)
+      expect(await s.findBatchByKey(org, newId(), 'k1')).toBeNull()
+      await s.forgetBatchKeys(first._id)
+      expect(await s.findBatchByHash(org, 'h1')).toBeNull()
+      await s.createBatch(batch(org, { createdBy: user, contentHash: 'h1', idempotencyKey: 'k1' }), null)
     })
   })
 }

@@ -1,34 +1,40 @@
 import { type PromptChangedEvent, SUBJECTS } from '@pm/contracts'
-import { createBus, type EventBus } from '@pm/bus'
-import { createService, type Service } from '@pm/kit'
+import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
+import { collectWhileOpen, createService, Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { RenderConfig } from './config.ts'
-import { Resolver } from './domain/resolver.ts'
+import { Resolver } from './services/resolver.ts'
 import { renderRoutes } from './routes/render.ts'
 
+export type { RenderDeps } from './deps.ts'
 export { loadRenderConfig, RenderConfigSchema, type RenderConfig } from './config.ts'
 
 export interface RenderAppOptions {
   config: RenderConfig
   bus?: EventBus
   logStream?: NodeJS.WritableStream
-}
-
-export interface RenderDeps {
-  resolver: Resolver
+  /** This process's metrics (METRICS_PORT); none: nothing observed. */
+  metrics?: Metrics
+  /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
+  tracing?: Tracing
 }
 
 /** Stateless: every replica holds only caches, kept true by the prompts service's events. */
 export async function buildApp(opts: RenderAppOptions): Promise<Service> {
   const { config } = opts
-  const bus = opts.bus ?? (await createBus(config.NATS_URL, 'render'))
-  const resolver = new Resolver({
+  const { tracing } = opts
+  const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'render'))
+  const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
+  const rawResolver = new Resolver({
     promptsUrl: config.PROMPTS_URL,
     snapshotCacheSize: config.SNAPSHOT_CACHE_SIZE,
     snapshotCacheMaxBytes: config.SNAPSHOT_CACHE_MAX_BYTES,
     resolveCacheSize: config.RESOLVE_CACHE_SIZE,
     resolveTtlMs: config.RESOLVE_CACHE_TTL_MS,
     connections: config.PROMPTS_CONNECTIONS,
+    ...(tracing ? { traceHeaders: () => tracing.headers() } : {}),
   })
+  // With tracing on, each lookup is a span (render.resolver.resolve), parent of the call to prompts.
+  const resolver = tracing ? traceMethods(rawResolver, tracing, 'render.resolver') : rawResolver
   bus.onBroadcast(SUBJECTS.promptChanged, (data) => {
     const promptId = (data as Partial<PromptChangedEvent> | null)?.promptId
     if (typeof promptId === 'string') resolver.invalidate(promptId)
@@ -40,11 +46,23 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { prompts: () => resolver.check(), bus: () => bus.check() },
+    metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
+    ...(tracing ? { tracing } : {}),
   })
-  renderRoutes(app, { resolver })
+  if (opts.metrics) {
+    // Read from the resolver's own tallies at scrape time: nothing added to the render path.
+    const lookups = opts.metrics.renderCache
+    const hits = Metrics.follow(lookups, { result: 'hit' }, () => rawResolver.stats.hits)
+    const misses = Metrics.follow(lookups, { result: 'miss' }, () => rawResolver.stats.fetches)
+    collectWhileOpen(app, opts.metrics, () => {
+      hits()
+      misses()
+    })
+  }
+  renderRoutes(app, { resolver, maxOutputBytes: config.RENDER_MAX_OUTPUT_BYTES })
   app.addHook('onClose', async () => {
     await resolver.close()
-    if (!opts.bus) await bus.close()
+    if (!opts.bus) await ownBus.close()
   })
   return app
 }

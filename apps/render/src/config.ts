@@ -16,6 +16,11 @@ export const RenderConfigSchema = Type.Object({
    */
   RESOLVE_CACHE_TTL_MS: Type.Integer({ minimum: 0, default: 5_000 }),
   RESOLVE_CACHE_SIZE: Type.Integer({ minimum: 1, default: 20_000 }),
+  /**
+   * Largest rendered text, in UTF-8 bytes (invoke, inject, public invoke): a bigger one is
+   * refused with 422 RENDER_TOO_LARGE before it is built.
+   */
+  RENDER_MAX_OUTPUT_BYTES: Type.Integer({ minimum: 1024, default: 1024 * 1024 }),
   /** Keep-alive connections to the prompts service. */
   PROMPTS_CONNECTIONS: Type.Integer({ minimum: 1, default: 32 }),
 })

@@ -1,20 +1,30 @@
 import type { AddressInfo } from 'node:net'
-import { CONTEXT_HEADER, type EnvironmentName, type ResolvedPrompt, type Variable } from '@pm/contracts'
+import {
+  type ChatMessage,
+  CONTEXT_HEADER,
+  type EnvironmentName,
+  type PromptConfig,
+  type ResolvedPrompt,
+  type Variable,
+} from '@pm/contracts'
 import { errorBody, type VerifiedContext, verifyContext } from '@pm/kit'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 
 export interface FakeVersion {
   _id: string
   version: number
   template: string
   variables: Variable[]
+  messages?: ChatMessage[]
+  config?: PromptConfig
 }
 
 export interface FakePrompt {
   _id: string
   organizationId: string
+  slug: string
   isPublic: boolean
-  draft: { template: string; variables: Variable[] }
+  draft: { template: string; variables: Variable[]; messages?: ChatMessage[]; config?: PromptConfig }
   versions: FakeVersion[]
   currentVersionId: string | null
   environments: Record<EnvironmentName, string | null>
@@ -38,42 +48,13 @@ export class FakePrompts {
     this.secret = secret
     this.app = Fastify()
     this.app.get('/health/live', async () => ({ status: 'ok' }))
-    this.app.get<{ Params: { id: string }; Querystring: Record<string, string> }>(
+    this.app.get<{ Params: { id?: string; slug?: string }; Querystring: Record<string, string> }>(
+      '/internal/prompts/slug/:slug/resolve',
+      (request, reply) => this.resolve(request, reply),
+    )
+    this.app.get<{ Params: { id?: string; slug?: string }; Querystring: Record<string, string> }>(
       '/internal/prompts/:id/resolve',
-      async (request, reply) => {
-        const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, this.secret)
-        if (!caller) return reply.code(401).send(errorBody('INVALID_CREDENTIALS', 'no context', 'x'))
-        this.calls.push({ path: request.url, caller })
-        if (this.gate) await this.gate
-        const fail = (status: number, code: Parameters<typeof errorBody>[0]) =>
-          reply.code(status).send(errorBody(code, code.toLowerCase(), request.id))
-        const p = this.prompts.get(request.params.id)
-        const publicOnly = request.query.public === 'true'
-        if (!p || (publicOnly ? !p.isPublic : p.organizationId !== caller.organizationId))
-          return fail(404, 'NOT_FOUND')
-        let v: FakeVersion | undefined
-        if (request.query.version) {
-          v = p.versions.find((x) => x.version === Number(request.query.version))
-          if (!v) return fail(404, 'VERSION_NOT_FOUND')
-        } else if (request.query.env) {
-          const pinned = p.environments[request.query.env as EnvironmentName]
-          if (!pinned) return fail(404, 'ENVIRONMENT_NOT_SET')
-          v = p.versions.find((x) => x._id === pinned)
-        } else {
-          v = p.versions.find((x) => x._id === p.currentVersionId)
-          if (!v) return fail(400, 'NO_PUBLISHED_VERSION')
-        }
-        if (!v) return fail(404, 'VERSION_NOT_FOUND')
-        const resolved: ResolvedPrompt = {
-          promptId: p._id,
-          organizationId: p.organizationId,
-          versionId: v._id,
-          version: v.version,
-          template: v.template,
-          variables: v.variables,
-        }
-        return resolved
-      },
+      (request, reply) => this.resolve(request, reply),
     )
     this.app.get<{ Params: { id: string } }>('/internal/prompts/:id/draft', async (request, reply) => {
       const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, this.secret)
@@ -84,6 +65,53 @@ export class FakePrompts {
         return reply.code(404).send(errorBody('NOT_FOUND', 'prompt not found', request.id))
       return { promptId: p._id, organizationId: p.organizationId, ...p.draft }
     })
+  }
+
+  private async resolve(
+    request: FastifyRequest<{ Params: { id?: string; slug?: string }; Querystring: Record<string, string> }>,
+    reply: FastifyReply,
+  ): Promise<unknown> {
+    {
+      const caller = verifyContext(request.headers[CONTEXT_HEADER] as string | undefined, this.secret)
+      if (!caller) return reply.code(401).send(errorBody('INVALID_CREDENTIALS', 'no context', 'x'))
+      this.calls.push({ path: request.url, caller })
+      if (this.gate) await this.gate
+      const fail = (status: number, code: Parameters<typeof errorBody>[0]) =>
+        reply.code(status).send(errorBody(code, code.toLowerCase(), request.id))
+      const { slug } = request.params
+      const p = slug
+        ? [...this.prompts.values()].find(
+            (x) => x.slug === slug && x.organizationId === caller.organizationId,
+          )
+        : this.prompts.get(request.params.id ?? '')
+      const publicOnly = request.query.public === 'true'
+      if (!p || (publicOnly ? !p.isPublic : p.organizationId !== caller.organizationId))
+        return fail(404, 'NOT_FOUND')
+      let v: FakeVersion | undefined
+      if (request.query.version) {
+        v = p.versions.find((x) => x.version === Number(request.query.version))
+        if (!v) return fail(404, 'VERSION_NOT_FOUND')
+      } else if (request.query.env) {
+        const pinned = p.environments[request.query.env as EnvironmentName]
+        if (!pinned) return fail(404, 'ENVIRONMENT_NOT_SET')
+        v = p.versions.find((x) => x._id === pinned)
+      } else {
+        v = p.versions.find((x) => x._id === p.currentVersionId)
+        if (!v) return fail(400, 'NO_PUBLISHED_VERSION')
+      }
+      if (!v) return fail(404, 'VERSION_NOT_FOUND')
+      const resolved: ResolvedPrompt = {
+        promptId: p._id,
+        organizationId: p.organizationId,
+        versionId: v._id,
+        version: v.version,
+        template: v.template,
+        variables: v.variables,
+        ...(v.messages ? { messages: v.messages } : {}),
+        ...(v.config ? { config: v.config } : {}),
+      }
+      return resolved
+    }
   }
 
   async start(): Promise<string> {
@@ -109,6 +137,8 @@ export class FakePrompts {
       version: p.versions.length + 1,
       template: p.draft.template,
       variables: p.draft.variables,
+      ...(p.draft.messages ? { messages: p.draft.messages } : {}),
+      ...(p.draft.config ? { config: p.draft.config } : {}),
     }
     p.versions.push(v)
     p.currentVersionId = v._id
@@ -119,6 +149,7 @@ export class FakePrompts {
     const p: FakePrompt = {
       _id: hexId(),
       organizationId,
+      slug: `p-${counter + 1}`,
       isPublic: false,
       draft: { template, variables },
       versions: [],

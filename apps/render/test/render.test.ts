@@ -10,6 +10,8 @@ const ORG = hexId()
 const OTHER_ORG = hexId()
 
 interface Body {
+  renderedMessages?: { role: string; content: string }[]
+  config?: Record<string, unknown>
   renderedContent?: string
   unresolvedVariables?: string[]
   variables?: Record<string, unknown>
@@ -81,6 +83,39 @@ describe('render service', () => {
     fake.gate = null
     await app.close()
     await bus.close()
+  })
+
+  describe('output size (issue 14, finding 2)', () => {
+    const big = '{{x}}'.repeat(20_000)
+
+    it('refuses with 422 RENDER_TOO_LARGE a rendering larger than RENDER_MAX_OUTPUT_BYTES, on every render route', async () => {
+      const p = fake.add(ORG, big, [{ name: 'x', required: true }])
+      fake.publish(p._id)
+      p.isPublic = true
+      const values = { variables: { x: 'v'.repeat(1024) } }
+      for (const [url, org] of [
+        [`/api/v1/prompts/${p._id}/invoke`, ORG],
+        [`/api/v1/prompts/${p._id}/inject`, ORG],
+        [`/api/v1/public/prompts/${p._id}/invoke`, null],
+      ] as const) {
+        const res = await post(url, values, { org })
+        expect(res.status, url).toBe(422)
+        expect(res.body.error?.code, url).toBe('RENDER_TOO_LARGE')
+        expect(res.body.error?.details, url).toEqual({ maxOutputBytes: 1024 * 1024 })
+      }
+    })
+
+    it('renders up to the limit, counted in UTF-8 bytes', async () => {
+      await app.close()
+      await start({ RENDER_MAX_OUTPUT_BYTES: '4000' })
+      const p = fake.add(ORG, 'ab{{x}}', [{ name: 'x', required: true }])
+      fake.publish(p._id)
+      // "😀" is 4 bytes in UTF-8 (2 UTF-16 units): 2 + 999 × 4 = 3998 is allowed, 4002 is not.
+      const ok = await post(`/api/v1/prompts/${p._id}/invoke`, { variables: { x: '😀'.repeat(999) } })
+      expect(ok.status).toBe(200)
+      const over = await post(`/api/v1/prompts/${p._id}/invoke`, { variables: { x: '😀'.repeat(1000) } })
+      expect(over.status).toBe(422)
+    })
   })
 
   describe('invoke', () => {
@@ -319,14 +354,14 @@ describe('render service', () => {
         open = resolve
       })
       const racing = post(`/api/v1/prompts/${p._id}/invoke`, {})
-      await vi.waitFor(() => expect(fake.callsFor(p._id)).toBe(1), { interval: 5 })
+      await vi.waitFor(() => expect(fake.callsFor(p._id)).toBe(1), { interval: 5, timeout: 15_000 })
       // The prompts service moves on while that answer is on its way...
       p.draft.template = 'two'
       fake.publish(p._id)
       changed(p._id)
       // ...so a request arriving now does not join the old lookup: it asks again.
       const after = post(`/api/v1/prompts/${p._id}/invoke`, {})
-      await vi.waitFor(() => expect(fake.callsFor(p._id)).toBe(2), { interval: 5 })
+      await vi.waitFor(() => expect(fake.callsFor(p._id)).toBe(2), { interval: 5, timeout: 15_000 })
       fake.gate = null
       open()
       expect((await racing).status).toBe(200)
@@ -370,6 +405,163 @@ describe('render service', () => {
     })
   })
 
+  describe('chat prompts, config and lookup by slug', () => {
+    const chat = () => {
+      const p = fake.add(ORG, '', [
+        { name: 'persona', required: true },
+        { name: 'history', required: true },
+        { name: 'question', required: true },
+      ])
+      p.draft.messages = [
+        { role: 'system', content: 'You are {{persona}}.' },
+        { type: 'placeholder', name: 'history' },
+        { role: 'user', content: '{{question}}' },
+      ]
+      p.draft.config = { model: 'gpt-x', temperature: 0.1 }
+      return p
+    }
+    const history = [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello!' },
+    ]
+
+    it('renders the messages with the placeholder spliced in, and returns the config', async () => {
+      const p = chat()
+      fake.publish(p._id)
+      const res = await post(`/api/v1/prompts/${p._id}/invoke`, {
+        variables: { persona: 'a pirate', history, question: 'Where is {{x}}?' },
+      })
+      expect(res.status).toBe(200)
+      expect(res.body.renderedMessages).toEqual([
+        { role: 'system', content: 'You are a pirate.' },
+        ...history,
+        // A value is never expanded again.
+        { role: 'user', content: 'Where is {{x}}?' },
+      ])
+      expect(res.body.renderedContent).toBe(
+        '[system]\nYou are a pirate.\n\n[user]\nHi\n\n[assistant]\nHello!\n\n[user]\nWhere is {{x}}?',
+      )
+      expect(res.body.config).toEqual({ model: 'gpt-x', temperature: 0.1 })
+    })
+
+    it('refuses a placeholder value that is not a list of {role, content}', async () => {
+      const p = chat()
+      fake.publish(p._id)
+      for (const bad of [
+        'not a list',
+        [{ role: 'user' }],
+        [{ role: 'wizard', content: 'x' }],
+        [{ role: 'user', content: 3 }],
+        [null],
+        { role: 'user', content: 'x' },
+      ]) {
+        const res = await post(`/api/v1/prompts/${p._id}/invoke`, {
+          variables: { persona: 'p', history: bad, question: 'q' },
+        })
+        expect(res.status, JSON.stringify(bad)).toBe(400)
+        expect(res.body.error?.code).toBe('VALIDATION_ERROR')
+        expect(res.body.error?.details).toEqual([
+          expect.objectContaining({ path: '/body/variables/history' }),
+        ])
+      }
+      const missing = await post(`/api/v1/prompts/${p._id}/invoke`, {
+        variables: { persona: 'p', question: 'q' },
+      })
+      expect(missing.status).toBe(400)
+      expect(missing.body.error).toMatchObject({ code: 'MISSING_REQUIRED_VARIABLES', details: ['history'] })
+    })
+
+    it('previews a chat draft: a placeholder without a value is listed, not rendered', async () => {
+      const p = chat()
+      const res = await post(`/api/v1/prompts/${p._id}/inject`, { variables: { persona: 'a cat' } })
+      expect(res.status).toBe(200)
+      expect(res.body.renderedMessages).toEqual([
+        { role: 'system', content: 'You are a cat.' },
+        { role: 'user', content: '{{question}}' },
+      ])
+      expect(res.body.unresolvedVariables).toEqual(['history', 'question'])
+      expect(res.body.renderedContent).toBe(
+        '[system]\nYou are a cat.\n\n[placeholder history]\n\n[user]\n{{question}}',
+      )
+      expect(res.body.config).toEqual({ model: 'gpt-x', temperature: 0.1 })
+    })
+
+    it("returns a text prompt's config, and nothing new when it has none", async () => {
+      const p = fake.add(ORG, 'Hi {{a}}', [{ name: 'a', required: true }])
+      fake.publish(p._id)
+      const plain = await post(`/api/v1/prompts/${p._id}/invoke`, { variables: { a: 1 } })
+      expect(Object.keys(plain.body).sort()).toEqual([
+        'promptId',
+        'renderedContent',
+        'variables',
+        'version',
+        'versionId',
+      ])
+      p.draft.config = { model: 'm' }
+      fake.publish(p._id)
+      changed(p._id)
+      const withConfig = await post(`/api/v1/prompts/${p._id}/invoke`, { variables: { a: 1 } })
+      expect(withConfig.body).toMatchObject({ version: 2, config: { model: 'm' } })
+      expect(withConfig.body.renderedMessages).toBeUndefined()
+    })
+
+    it("invokes by slug in the caller's workspace, cached like a lookup by id and dropped by a change event", async () => {
+      const p = fake.add(ORG, 'slug {{a}}', [{ name: 'a', required: true }])
+      fake.publish(p._id)
+      const path = `/api/v1/prompts/slug/${p.slug}/invoke`
+      const bySlug = (query = '') => post(`${path}${query}`, { variables: { a: 1 } })
+      const first = await bySlug()
+      expect(first.status).toBe(200)
+      expect(first.body).toMatchObject({ renderedContent: 'slug 1', promptId: p._id, version: 1 })
+      expect(first.headers['x-service-version']).toBe('1')
+      const lookups = fake.calls.length
+      expect((await bySlug()).body.renderedContent).toBe('slug 1')
+      // The lookup by id of the same prompt shares the answer.
+      expect((await post(`/api/v1/prompts/${p._id}/invoke`, { variables: { a: 1 } })).status).toBe(200)
+      expect(fake.calls.length).toBe(lookups)
+
+      p.draft.template = 'slug v2 {{a}}'
+      fake.publish(p._id)
+      changed(p._id)
+      expect((await bySlug()).body).toMatchObject({ renderedContent: 'slug v2 1', version: 2 })
+      expect((await bySlug('?version=1')).body).toMatchObject({ renderedContent: 'slug 1', version: 1 })
+      expect((await bySlug('?env=production')).body.error?.code).toBe('ENVIRONMENT_NOT_SET')
+
+      // Another workspace does not see it; a slug that names nothing is 404; a malformed one is 400.
+      expect((await post(path, { variables: { a: 1 } }, { org: OTHER_ORG })).status).toBe(404)
+      expect((await post('/api/v1/prompts/slug/nothing-here/invoke', {})).body.error?.code).toBe('NOT_FOUND')
+      const malformed = await post('/api/v1/prompts/slug/Not_A_Slug/invoke', {})
+      expect(malformed.status).toBe(400)
+      expect(malformed.body.error?.code).toBe('VALIDATION_ERROR')
+    })
+
+    it('does not remember a slug lookup that a change event overtook', async () => {
+      const p = fake.add(ORG, 'race v1')
+      fake.publish(p._id)
+      let release = () => {}
+      fake.gate = new Promise((r) => {
+        release = r
+      })
+      const pending = post(`/api/v1/prompts/slug/${p.slug}/invoke`, {})
+      await vi.waitFor(() => expect(fake.calls.some((c) => c.path.includes(`/slug/${p.slug}/`))).toBe(true), {
+        timeout: 15_000,
+      })
+      p.draft.template = 'race v2'
+      fake.publish(p._id)
+      changed(p._id)
+      release()
+      fake.gate = null
+      expect((await pending).status).toBe(200)
+      // What was in flight when the event came is not remembered: the next request asks again...
+      const lookups = fake.calls.length
+      expect((await post(`/api/v1/prompts/slug/${p.slug}/invoke`, {})).body.renderedContent).toBe('race v2')
+      expect(fake.calls.length).toBe(lookups + 1)
+      // ...and that answer is kept.
+      expect((await post(`/api/v1/prompts/slug/${p.slug}/invoke`, {})).body.renderedContent).toBe('race v2')
+      expect(fake.calls.length).toBe(lookups + 1)
+    })
+  })
+
   describe('inject', () => {
     it('renders the draft, lists unresolved placeholders and leaves them as written', async () => {
       const p = fake.add(ORG, 'Hi {{ name }}, {{greeting}} {{ city }}', [
@@ -401,6 +593,44 @@ describe('render service', () => {
       const p = fake.add(ORG, 'x')
       const res = await post(`/api/v1/prompts/${p._id}/inject`, {}, { org: OTHER_ORG })
       expect(res.status).toBe(404)
+    })
+
+    it('takes organizationId in the query and refuses any other query parameter', async () => {
+      const p = fake.add(ORG, 'draft')
+      const ok = await post(`/api/v1/prompts/${p._id}/inject?organizationId=${ORG}`, {})
+      expect(ok.status).toBe(200)
+      const bad = await post(`/api/v1/prompts/${p._id}/inject?organizationId=nope`, {})
+      expect(bad.status).toBe(400)
+      expect(bad.body.error?.code).toBe('VALIDATION_ERROR')
+      const unknown = await post(`/api/v1/prompts/${p._id}/inject?version=1`, {})
+      expect(unknown.status).toBe(400)
+      expect(unknown.body.error?.code).toBe('VALIDATION_ERROR')
+    })
+  })
+
+  describe('a body left out or null', () => {
+    it('means no variables, on every render route', async () => {
+      const p = fake.add(ORG, 'static')
+      fake.publish(p._id)
+      p.isPublic = true
+      const routes: [string, string | null][] = [
+        [`/api/v1/prompts/${p._id}/invoke`, ORG],
+        [`/api/v1/prompts/slug/${p.slug}/invoke`, ORG],
+        [`/api/v1/prompts/${p._id}/inject`, ORG],
+        [`/api/v1/public/prompts/${p._id}/invoke`, null],
+      ]
+      for (const [url, org] of routes) {
+        const missing = await post(url, undefined, { org })
+        expect(missing.status, url).toBe(200)
+        expect(missing.body.variables, url).toEqual({})
+        const headers = {
+          [CONTEXT_HEADER]: org === null ? caller(undefined, 'anonymous') : caller(org),
+          'content-type': 'application/json',
+        }
+        const res = await app.inject({ method: 'POST', url, headers, payload: 'null' })
+        expect(res.statusCode, url).toBe(200)
+        expect((res.json() as Body).variables, url).toEqual({})
+      }
     })
   })
 

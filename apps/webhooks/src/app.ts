@@ -1,9 +1,9 @@
 import { join } from 'node:path'
-import { createBus, type EventBus } from '@pm/bus'
-import { SUBJECTS } from '@pm/contracts'
-import { connectMongo, createService, type Service } from '@pm/kit'
+import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
+import { EVENT_SUBJECTS, EVENT_TYPES } from '@pm/contracts'
+import { connectMongo, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { WebhooksConfig } from './config.ts'
-import type { HostLookup } from './domain/ssrf.ts'
+import type { HostLookup } from './services/ssrf.ts'
 import { webhookRoutes } from './routes/webhooks.ts'
 import { MongoWebhookStore } from './store/mongo.ts'
 import { SqliteWebhookStore } from './store/sqlite.ts'
@@ -23,6 +23,10 @@ export interface WebhooksAppOptions {
   logStream?: NodeJS.WritableStream
   /** Stands in for DNS (tests of the delivery-time address check); the system resolver by default. */
   lookup?: HostLookup
+  /** This process's metrics (METRICS_PORT); none: nothing observed. */
+  metrics?: Metrics
+  /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
+  tracing?: Tracing
 }
 
 export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookStore> {
@@ -39,14 +43,19 @@ export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookS
 
 export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   const { config } = opts
-  const store = opts.store ?? (await openWebhookStore(config))
-  const bus = opts.bus ?? (await createBus(config.NATS_URL, 'webhooks'))
+  const { tracing } = opts
+  const ownStore = opts.store ?? (await openWebhookStore(config))
+  const store = tracing ? traceMethods(ownStore, tracing, 'webhooks.store') : ownStore
+  const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'webhooks'))
+  const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
   const app = createService({
     name: 'webhooks',
     logLevel: config.LOG_LEVEL,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },
+    metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
+    ...(tracing ? { tracing } : {}),
   })
   const worker = new DeliveryWorker({
     store,
@@ -57,6 +66,8 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
     pollMs: config.WEBHOOK_POLL_MS,
     concurrency: config.WEBHOOK_CONCURRENCY,
     ...(opts.lookup ? { lookup: opts.lookup } : {}),
+    ...(opts.metrics ? { metrics: opts.metrics } : {}),
+    ...(tracing ? { tracing } : {}),
   })
   const webhooks = new Webhooks({
     store,
@@ -72,18 +83,26 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   let closing = false
   app.addHook('onReady', async () => {
     worker.start()
-    await bus.consume(SUBJECTS.versionPublished, config.WEBHOOK_CONSUMER, async (data) => {
-      // Not acknowledged while shutting down: the event goes to another replica, or to us after the restart.
-      if (closing) throw new Error('webhooks service is shutting down')
-      await webhooks.onEvent(data)
-    })
+    // One durable consumer per event kind: `version.published` keeps the consumer it always had
+    // (WEBHOOK_CONSUMER), so an upgrade loses none of its pending events; the others are new.
+    for (const type of EVENT_TYPES) {
+      const durable =
+        type === 'version.published'
+          ? config.WEBHOOK_CONSUMER
+          : `${config.WEBHOOK_CONSUMER}-${type.replaceAll('.', '-')}`
+      await bus.consume(EVENT_SUBJECTS[type], durable, async (data) => {
+        // Not acknowledged while shutting down: the event goes to another replica, or to us after the restart.
+        if (closing) throw new Error('webhooks service is shutting down')
+        await webhooks.onEvent(data)
+      })
+    }
   })
   // Stop taking work, let attempts in flight be recorded, then close the bus and the store.
   app.addHook('onClose', async () => {
     closing = true
     await worker.stop()
-    if (!opts.bus) await bus.close()
-    if (!opts.store) await store.close()
+    if (!opts.bus) await ownBus.close()
+    if (!opts.store) await ownStore.close()
   })
   return app
 }

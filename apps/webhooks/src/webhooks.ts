@@ -2,12 +2,13 @@ import {
   AppError,
   type CreatedWebhook,
   type CreateWebhookRequest,
+  DEFAULT_EVENT_TYPES,
   type DeliveryStatus,
-  EVENT_TYPES,
+  isEventType,
   pagination,
+  type ServiceEvent,
   TEST_EVENT_TYPE,
   type UpdateWebhookRequest,
-  type VersionPublishedEvent,
   type Webhook,
   type WebhookDelivery,
   type WebhookDeliveryList,
@@ -15,7 +16,7 @@ import {
 import { newId } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { generateSecret } from './domain/signature.ts'
-import { checkTargetUrl, type HostLookup, SsrfError } from './domain/ssrf.ts'
+import { checkTargetUrl, type HostLookup, SsrfError } from './services/ssrf.ts'
 import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
 import { DISABLED_REASON, type DeliveryWorker } from './worker.ts'
 
@@ -77,13 +78,13 @@ export function publicDelivery(d: DeliveryRecord, attempts: AttemptRecord[]): We
 }
 
 /** Enough of the event to route it; anything else about it is passed on as it came. */
-export function isVersionPublishedEvent(data: unknown): data is VersionPublishedEvent {
+export function isServiceEvent(data: unknown): data is ServiceEvent {
   if (typeof data !== 'object' || data === null) return false
   const e = data as Record<string, unknown>
   return (
     typeof e.id === 'string' &&
     e.id.length > 0 &&
-    e.type === 'version.published' &&
+    isEventType(e.type) &&
     typeof e.organizationId === 'string' &&
     typeof e.data === 'object' &&
     e.data !== null
@@ -167,7 +168,7 @@ export class Webhooks {
       _id: newId(),
       organizationId,
       url: input.url,
-      events: input.events ?? [...EVENT_TYPES],
+      events: input.events ?? [...DEFAULT_EVENT_TYPES],
       active: input.active ?? true,
       secret,
       createdAt: now,
@@ -287,9 +288,9 @@ export class Webhooks {
    * time from being made twice.
    */
   async onEvent(data: unknown): Promise<number> {
-    if (!isVersionPublishedEvent(data)) {
+    if (!isServiceEvent(data)) {
       // Acknowledged anyway: a malformed event would fail the same way forever.
-      this.opts.log.warn({ event: data }, 'ignoring a malformed version.published event')
+      this.opts.log.warn({ event: data }, 'ignoring a malformed event')
       return 0
     }
     const { store, worker } = this.opts

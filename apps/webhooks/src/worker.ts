@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { newId } from '@pm/kit'
+import { type Metrics, newId, type Tracing } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
-import { sendDelivery } from './domain/deliver.ts'
+import { sendDelivery } from './services/deliver.ts'
 import { decideOutcome, GONE_REASON } from './domain/outcome.ts'
 import { signDelivery } from './domain/signature.ts'
-import type { HostLookup } from './domain/ssrf.ts'
+import type { HostLookup } from './services/ssrf.ts'
 import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
 
 export const USER_AGENT = 'pm-webhooks/1'
@@ -21,10 +21,20 @@ export interface WorkerOptions {
   concurrency: number
   /** Host name resolver (tests stand in for DNS); the system's by default. */
   lookup?: HostLookup
+  /** Attempts and finished deliveries are counted here when given. */
+  metrics?: Metrics
+  /** Each attempt is a span (webhooks.deliver) when given. */
+  tracing?: Tracing
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const newToken = () => randomBytes(12).toString('hex')
+
+function countAttempt(metrics: Metrics, status: DeliveryRecord['status'], attempts: number): void {
+  const outcome = status === 'DELIVERED' ? 'delivered' : status === 'FAILED' ? 'failed' : 'retry'
+  metrics.webhookAttempts.inc({ outcome })
+  if (outcome !== 'retry') metrics.webhookDeliveries.observe({ outcome }, attempts)
+}
 
 /**
  * Sends due deliveries. The store is the queue: the worker claims due PENDING deliveries with
@@ -155,7 +165,26 @@ export class DeliveryWorker {
    * One attempt of a delivery whose lease `token` holds: sign, send, record. Also used by
    * test-send (`retries: false`: one attempt, whatever its result).
    */
-  async attempt(
+  attempt(
+    delivery: DeliveryRecord,
+    sub: SubscriptionRecord,
+    token: string,
+    opts: { retries: boolean },
+  ): Promise<void> {
+    const { tracing } = this.opts
+    if (!tracing) return this.send(delivery, sub, token, opts)
+    // A delivery made right after its event continues the event's trace; a retry starts its own.
+    return tracing.span('webhooks.deliver', () => this.send(delivery, sub, token, opts), {
+      kind: 'client',
+      attributes: {
+        'pm.delivery.id': delivery._id,
+        'pm.webhook.id': sub._id,
+        'pm.delivery.attempt': delivery.attemptCount + 1,
+      },
+    })
+  }
+
+  private async send(
     delivery: DeliveryRecord,
     sub: SubscriptionRecord,
     token: string,
@@ -223,6 +252,7 @@ export class DeliveryWorker {
       'webhook attempt',
     )
     if (!applied) log.warn({ deliveryId: delivery._id }, 'webhook delivery lease lost; outcome not applied')
+    else if (this.opts.metrics) countAttempt(this.opts.metrics, decision.status, decision.attemptCount)
     if (decision.disable) {
       await store.updateSubscription(sub.organizationId, sub._id, {
         active: false,

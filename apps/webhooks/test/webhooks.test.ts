@@ -18,7 +18,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { buildApp, loadWebhooksConfig } from '../src/app.ts'
 import { verifyServiceSignature } from '../src/domain/signature.ts'
-import type { HostLookup } from '../src/domain/ssrf.ts'
+import type { HostLookup } from '../src/services/ssrf.ts'
 import { WebhookReceiver as Receiver } from '@pm/testkit'
 
 const SECRET = randomBytes(32).toString('hex')
@@ -200,7 +200,11 @@ describe('webhooks service', () => {
       expect(patched.body).toMatchObject({ url: `${receiver.base}/b`, active: false })
       expect((await h.call('PATCH', url, {})).status).toBe(400)
       expect((await h.call('PATCH', url, { secret: 'x' })).status).toBe(400)
-      expect((await h.call('PATCH', url, { events: ['prompt.deleted'] })).status).toBe(400)
+      expect((await h.call('PATCH', url, { events: ['prompt.renamed'] })).status).toBe(400)
+      const chosen = await h.call<Webhook>('PATCH', url, {
+        events: ['prompt.deleted', 'environment.promoted'],
+      })
+      expect(chosen.body.events).toEqual(['prompt.deleted', 'environment.promoted'])
       const deleted = await h.call<{ _id: string; deleted: boolean }>('DELETE', url)
       expect(deleted.body).toEqual({ _id: webhook._id, deleted: true })
       expect((await h.call('GET', url)).status).toBe(404)
@@ -424,6 +428,72 @@ describe('webhooks service', () => {
       expect(requests.map((r) => r.headers['x-service-delivery'])).toEqual([first._id, first._id, first._id])
       expect(requests.map((r) => r.headers['webhook-id'])).toEqual([e.id, e.id, e.id])
       expect((await h.call('POST', `${base}/${newId()}/redeliver`)).status).toBe(404)
+    })
+
+    it('delivers each event kind to the subscriptions that chose it (default: version.published only)', async () => {
+      const byDefault = await create(h, `${receiver.base}/kinds-default`)
+      expect(byDefault.webhook.events).toEqual(['version.published'])
+      await create(h, `${receiver.base}/kinds-all`, {
+        events: ['version.published', 'environment.promoted', 'prompt.visibility.changed', 'prompt.deleted'],
+      })
+      await create(h, `${receiver.base}/kinds-deleted`, { events: ['prompt.deleted'] })
+      const promptId = newId()
+      const at = new Date().toISOString()
+      const promoted = {
+        id: newId(),
+        type: 'environment.promoted',
+        createdAt: at,
+        organizationId: h.org,
+        data: {
+          promptId,
+          slug: 's',
+          environment: 'production',
+          versionId: newId(),
+          version: 1,
+          promotedBy: newId(),
+        },
+      }
+      const visibility = {
+        id: newId(),
+        type: 'prompt.visibility.changed',
+        createdAt: at,
+        organizationId: h.org,
+        data: { promptId, slug: 's', isPublic: true },
+      }
+      const deleted = {
+        id: newId(),
+        type: 'prompt.deleted',
+        createdAt: at,
+        organizationId: h.org,
+        data: { promptId, slug: 's' },
+      }
+      await h.bus.publishDurable(SUBJECTS.environmentPromoted, promoted, promoted.id)
+      await h.bus.publishDurable(SUBJECTS.promptVisibilityChanged, visibility, visibility.id)
+      await h.bus.publishDurable(SUBJECTS.promptDeleted, deleted, deleted.id)
+      const published = event(h.org)
+      await publish(h, published)
+      await vi.waitFor(() => expect(receiver.to('/kinds-all')).toHaveLength(4), { timeout: 5_000 })
+      await vi.waitFor(() => expect(receiver.to('/kinds-deleted')).toHaveLength(1))
+      await vi.waitFor(() => expect(receiver.to('/kinds-default')).toHaveLength(1))
+      const kinds = (path: string) =>
+        receiver
+          .to(path)
+          .map((r) => r.headers['x-service-event'])
+          .sort()
+      expect(kinds('/kinds-all')).toEqual([
+        'environment.promoted',
+        'prompt.deleted',
+        'prompt.visibility.changed',
+        'version.published',
+      ])
+      expect(kinds('/kinds-deleted')).toEqual(['prompt.deleted'])
+      expect(kinds('/kinds-default')).toEqual(['version.published'])
+      // Same envelope and signatures as version.published.
+      const [req] = receiver.to('/kinds-deleted')
+      if (!req) throw new Error('no request')
+      expect(JSON.parse(req.body)).toEqual(deleted)
+      expect(req.headers['webhook-id']).toBe(deleted.id)
+      expect(String(req.headers['x-service-signature'])).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
     })
 
     it('does not send a subscription the events from before it existed', async () => {

@@ -339,8 +339,13 @@ export function checkApps(c: Cluster): string[] {
     const settings = checkSettings(APPS[app], env, c.where)
     problems.push(...settings.problems)
 
-    const ports = container.ports ?? []
-    if (ports.length !== 1 || ports[0]?.containerPort !== settings.port) {
+    // The API port first (named http); a second one only for the metrics (METRICS_PORT).
+    const ports = (container.ports ?? []).filter((p) => p.name !== 'metrics')
+    if (
+      ports.length !== 1 ||
+      ports[0]?.containerPort !== settings.port ||
+      container.ports?.[0] !== ports[0]
+    ) {
       problems.push(
         `${where}: container ports ${ports.map((p) => p.containerPort).join(',')} but the app listens on ${settings.port}`,
       )
@@ -607,6 +612,31 @@ export function checkNetworkPolicies(c: Cluster, ingressNamespace = 'traefik'): 
       }
     }
   }
+  // The metrics port: Prometheus (the monitoring namespace) only; and Prometheus nothing else.
+  const prometheus: Endpoint = {
+    kind: 'pod',
+    namespace: 'monitoring',
+    labels: { [NAME]: 'prometheus' },
+  }
+  for (const target of APP_NAMES) {
+    const to = pods.get(target)
+    const metricsPort = to?.kind === 'pod' ? to.ports?.metrics : undefined
+    if (!to || metricsPort === undefined) continue
+    for (const [name, from, expected] of [
+      ['Prometheus', prometheus, true],
+      ['the ingress controller', sources[0]?.[1], false],
+      ['another pod of this namespace', sources[2]?.[1], false],
+    ] as const) {
+      if (!from) continue
+      const ok = allowed(policies, { from, to, port: metricsPort })
+      if (ok !== expected)
+        problems.push(
+          `${c.where}: ${name} -> ${target} metrics port ${metricsPort} is ${ok ? 'allowed' : 'blocked'}, expected ${ok ? 'blocked' : 'allowed'}`,
+        )
+    }
+    if (allowed(policies, { from: prometheus, to, port: ports.get(target) ?? 0 }))
+      problems.push(`${c.where}: Prometheus -> ${target} API port is allowed, expected blocked`)
+  }
   for (const app of APP_NAMES) {
     const from = pods.get(app)
     if (!from) continue
@@ -697,6 +727,50 @@ export function checkSharedSettings(c: Cluster): string[] {
   return problems
 }
 
+const METRICS_PORT_NAME = 'metrics'
+
+/**
+ * Per app: METRICS_PORT set and different from the API port; a container port named
+ * "metrics" on it; the pod annotated for Prometheus (scrape, that port, /metrics); no Service
+ * publishes it (Prometheus scrapes pods; the Ingress reaches only Services).
+ */
+export function checkMetrics(c: Cluster): string[] {
+  const problems: string[] = []
+  for (const app of APP_NAMES) {
+    const workload = appWorkload(c, app)
+    if ('problem' in workload) continue
+    const { deployment, container } = workload
+    const where = `${c.where}: ${app}`
+    const { env } = containerEnv(c, namespaceOf(deployment), container)
+    const port = Number(env.METRICS_PORT)
+    if (!env.METRICS_PORT) {
+      problems.push(`${where}: METRICS_PORT is not set (no /metrics to scrape)`)
+      continue
+    }
+    if (port === Number(env.PORT)) problems.push(`${where}: METRICS_PORT is the API port`)
+    const named = container.ports?.find((p) => p.name === METRICS_PORT_NAME)
+    if (named?.containerPort !== port)
+      problems.push(`${where}: no container port "${METRICS_PORT_NAME}" on METRICS_PORT ${port}`)
+    const annotations = deployment.spec?.template.metadata?.annotations ?? {}
+    if (annotations['prometheus.io/scrape'] !== 'true')
+      problems.push(`${where}: pod lacks the prometheus.io/scrape annotation`)
+    if (annotations['prometheus.io/port'] !== String(port))
+      problems.push(
+        `${where}: prometheus.io/port is ${annotations['prometheus.io/port']}, METRICS_PORT is ${port}`,
+      )
+    if ((annotations['prometheus.io/path'] ?? '/metrics') !== '/metrics')
+      problems.push(`${where}: prometheus.io/path must be /metrics`)
+    for (const service of c.services) {
+      if (!selects({ matchLabels: service.spec?.selector ?? {} }, podLabels(deployment))) continue
+      for (const sp of service.spec?.ports ?? []) {
+        if (sp.targetPort === METRICS_PORT_NAME || sp.targetPort === port || sp.port === port)
+          problems.push(`${where}: Service ${service.metadata?.name} publishes the metrics port`)
+      }
+    }
+  }
+  return problems
+}
+
 /** Every check above, for one build. */
 export function checkCluster(c: Cluster, opts: { overlay: boolean }): string[] {
   return [
@@ -708,6 +782,7 @@ export function checkCluster(c: Cluster, opts: { overlay: boolean }): string[] {
     ...checkDisruptionBudgets(c),
     ...checkIngress(c),
     ...checkNetworkPolicies(c),
+    ...checkMetrics(c),
     ...checkSharedSettings(c),
     ...(opts.overlay ? checkNamespace(c) : []),
   ]

@@ -8,6 +8,7 @@ import {
   checkCluster,
   checkDisruptionBudgets,
   checkIngress,
+  checkMetrics,
   checkNamespace,
   checkNetworkPolicies,
   checkSchemas,
@@ -265,7 +266,43 @@ describe('the checks catch', () => {
       expect.stringMatching(/a pod of another namespace -> identity:4001 is allowed, expected blocked/),
       expect.stringMatching(/an outside address -> identity:4001 is allowed, expected blocked/),
       expect.stringMatching(/render -> prompts:4002 is blocked, expected allowed/),
+      expect.stringMatching(/Prometheus -> identity API port is allowed, expected blocked/),
     ])
+  })
+
+  it('a metrics port that is not announced, not set, published by a Service or open to anyone', () => {
+    const c = broken(
+      [
+        'Deployment',
+        'render',
+        [{ op: 'remove', path: '/spec/template/metadata/annotations/prometheus.io~1scrape' }],
+      ],
+      ['ConfigMap', 'prompts-config', [{ op: 'remove', path: '/data/METRICS_PORT' }]],
+      [
+        'Service',
+        'gateway',
+        [{ op: 'add', path: '/spec/ports/-', value: { name: 'metrics', port: 9464, targetPort: 'metrics' } }],
+      ],
+      ['NetworkPolicy', 'webhooks', [{ op: 'remove', path: '/spec/ingress/1/from' }]],
+    )
+    const problems = checkMetrics(c).join('\n')
+    expect(problems).toMatch(/render: pod lacks the prometheus.io\/scrape annotation/)
+    expect(problems).toMatch(/prompts: METRICS_PORT is not set/)
+    expect(problems).toMatch(/gateway: Service gateway publishes the metrics port/)
+    expect(checkNetworkPolicies(c).join('\n')).toMatch(
+      /the ingress controller -> webhooks metrics port 9464 is allowed, expected blocked/,
+    )
+  })
+
+  it('a metrics port the same as the API port, or kept from Prometheus', () => {
+    const c = broken(
+      ['ConfigMap', 'identity-config', [{ op: 'replace', path: '/data/METRICS_PORT', value: '4001' }]],
+      ['NetworkPolicy', 'render', [{ op: 'remove', path: '/spec/ingress/1' }]],
+    )
+    expect(checkMetrics(c).join('\n')).toMatch(/identity: METRICS_PORT is the API port/)
+    expect(checkNetworkPolicies(c).join('\n')).toMatch(
+      /Prometheus -> render metrics port 9464 is blocked, expected allowed/,
+    )
   })
 
   it('a caller allowed in by the target and out by itself', () => {

@@ -3,6 +3,8 @@ export interface DeliveryMeta {
   msgId: string
   /** 1 on first delivery, more on redelivery. */
   attempt: number
+  /** Headers given at publish (trace context: traceparent, tracestate). */
+  headers?: Record<string, string>
 }
 
 export type DurableHandler = (data: unknown, meta: DeliveryMeta) => Promise<void>
@@ -17,7 +19,12 @@ export type BroadcastHandler = (data: unknown) => void
 export interface EventBus {
   readonly kind: 'nats' | 'memory'
   /** Resolves once the server has stored the message (or recognised its id as a duplicate). */
-  publishDurable(subject: string, data: unknown, msgId: string): Promise<void>
+  publishDurable(
+    subject: string,
+    data: unknown,
+    msgId: string,
+    headers?: Record<string, string>,
+  ): Promise<void>
   /**
    * Starts a durable consumer: a handler that resolves acknowledges the message; one that
    * throws gets it again later.
@@ -25,6 +32,8 @@ export interface EventBus {
   consume(subject: string, durable: string, handler: DurableHandler): Promise<void>
   broadcast(subject: string, data: unknown): void
   onBroadcast(subject: string, handler: BroadcastHandler): void
+  /** Whether the connection to the server is up now (metrics); the in-process bus: until closed. */
+  connected(): boolean
   /** Throws when the bus cannot be used (readiness). */
   check(): Promise<void>
   /** Stops consumers (letting handlers in flight finish) and closes the connection. */

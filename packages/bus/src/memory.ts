@@ -4,7 +4,7 @@ import type { BroadcastHandler, DurableHandler, EventBus } from './bus.ts'
 interface Consumer {
   subject: string
   handler: DurableHandler
-  queue: Array<{ data: unknown; msgId: string; attempt: number }>
+  queue: Array<{ data: unknown; msgId: string; attempt: number; headers?: Record<string, string> }>
   running: boolean
 }
 
@@ -17,7 +17,12 @@ export class MemoryBus implements EventBus {
   readonly kind = 'memory'
   private readonly emitter = new EventEmitter()
   private readonly seen = new Set<string>()
-  private readonly log: Array<{ subject: string; data: unknown; msgId: string }> = []
+  private readonly log: Array<{
+    subject: string
+    data: unknown
+    msgId: string
+    headers?: Record<string, string>
+  }> = []
   private readonly consumers = new Map<string, Consumer>()
   private closed = false
   private readonly timers = new Set<NodeJS.Timeout>()
@@ -29,15 +34,25 @@ export class MemoryBus implements EventBus {
     this.emitter.setMaxListeners(0)
   }
 
-  async publishDurable(subject: string, data: unknown, msgId: string): Promise<void> {
+  async publishDurable(
+    subject: string,
+    data: unknown,
+    msgId: string,
+    headers?: Record<string, string>,
+  ): Promise<void> {
     if (this.closed) throw new Error('bus is closed')
     const key = `${subject}\u0000${msgId}`
     if (this.seen.has(key)) return
     this.seen.add(key)
-    const message = { subject, data: structuredClone(data), msgId }
+    const message = {
+      subject,
+      data: structuredClone(data),
+      msgId,
+      ...(headers ? { headers: { ...headers } } : {}),
+    }
     this.log.push(message)
     for (const consumer of this.consumers.values()) {
-      if (consumer.subject === subject) this.enqueue(consumer, message.data, msgId, 1)
+      if (consumer.subject === subject) this.enqueue(consumer, message.data, msgId, 1, message.headers)
     }
   }
 
@@ -46,11 +61,17 @@ export class MemoryBus implements EventBus {
     const consumer: Consumer = { subject, handler, queue: [], running: false }
     this.consumers.set(durable, consumer)
     // A new durable consumer starts from the beginning of the stream, as JetStream's does.
-    for (const m of this.log) if (m.subject === subject) this.enqueue(consumer, m.data, m.msgId, 1)
+    for (const m of this.log) if (m.subject === subject) this.enqueue(consumer, m.data, m.msgId, 1, m.headers)
   }
 
-  private enqueue(consumer: Consumer, data: unknown, msgId: string, attempt: number): void {
-    consumer.queue.push({ data, msgId, attempt })
+  private enqueue(
+    consumer: Consumer,
+    data: unknown,
+    msgId: string,
+    attempt: number,
+    headers?: Record<string, string>,
+  ): void {
+    consumer.queue.push({ data, msgId, attempt, ...(headers ? { headers } : {}) })
     if (!consumer.running) void this.drain(consumer)
   }
 
@@ -60,11 +81,15 @@ export class MemoryBus implements EventBus {
       const item = consumer.queue.shift()
       if (!item) break
       try {
-        await consumer.handler(item.data, { msgId: item.msgId, attempt: item.attempt })
+        await consumer.handler(item.data, {
+          msgId: item.msgId,
+          attempt: item.attempt,
+          ...(item.headers ? { headers: item.headers } : {}),
+        })
       } catch {
         const timer = setTimeout(() => {
           this.timers.delete(timer)
-          if (!this.closed) this.enqueue(consumer, item.data, item.msgId, item.attempt + 1)
+          if (!this.closed) this.enqueue(consumer, item.data, item.msgId, item.attempt + 1, item.headers)
         }, this.retryDelayMs)
         this.timers.add(timer)
       }
@@ -74,6 +99,10 @@ export class MemoryBus implements EventBus {
 
   broadcast(subject: string, data: unknown): void {
     if (!this.closed) this.emitter.emit(subject, data)
+  }
+
+  connected(): boolean {
+    return !this.closed
   }
 
   onBroadcast(subject: string, handler: BroadcastHandler): void {

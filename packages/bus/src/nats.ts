@@ -5,7 +5,12 @@ import {
   jetstream,
   jetstreamManager,
 } from '@nats-io/jetstream'
-import { connect, type NatsConnection, type Subscription } from '@nats-io/transport-node'
+import {
+  connect,
+  headers as natsHeaders,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node'
 import type { BroadcastHandler, DurableHandler, EventBus } from './bus.ts'
 
 export interface NatsBusOptions {
@@ -32,10 +37,21 @@ export class NatsBus implements EventBus {
 
   private readonly nc: NatsConnection
   private readonly opts: NatsBusOptions
+  private up = true
 
   private constructor(nc: NatsConnection, opts: NatsBusOptions) {
     this.nc = nc
     this.opts = opts
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === 'disconnect') this.up = false
+        else if (s.type === 'reconnect') this.up = true
+      }
+    })()
+  }
+
+  connected(): boolean {
+    return this.up && !this.nc.isClosed()
   }
 
   static async connect(opts: NatsBusOptions): Promise<NatsBus> {
@@ -56,8 +72,21 @@ export class NatsBus implements EventBus {
     return new NatsBus(nc, opts)
   }
 
-  async publishDurable(subject: string, data: unknown, msgId: string): Promise<void> {
-    await jetstream(this.nc).publish(subject, JSON.stringify(data), { msgID: msgId })
+  async publishDurable(
+    subject: string,
+    data: unknown,
+    msgId: string,
+    headers?: Record<string, string>,
+  ): Promise<void> {
+    let h: ReturnType<typeof natsHeaders> | undefined
+    if (headers) {
+      h = natsHeaders()
+      for (const [key, value] of Object.entries(headers)) h.set(key, value)
+    }
+    await jetstream(this.nc).publish(subject, JSON.stringify(data), {
+      msgID: msgId,
+      ...(h ? { headers: h } : {}),
+    })
   }
 
   async consume(subject: string, durable: string, handler: DurableHandler): Promise<void> {
@@ -78,9 +107,12 @@ export class NatsBus implements EventBus {
       for await (const m of messages) {
         const work = (async () => {
           try {
+            const traceparent = m.headers?.get('traceparent')
+            const tracestate = m.headers?.get('tracestate')
             await handler(m.json(), {
               msgId: m.headers?.get('Nats-Msg-Id') ?? String(m.seq),
               attempt: m.info.deliveryCount,
+              ...(traceparent ? { headers: { traceparent, ...(tracestate ? { tracestate } : {}) } } : {}),
             })
             m.ack()
           } catch {

@@ -48,6 +48,12 @@ export interface PromptClientOptions {
   /** Per attempt. Default 10 s. */
   timeoutMs?: number
   onRetry?: (info: RetryInfo) => void
+  /**
+   * Called when the service answers 401 to the user access token (it expired): answer a new
+   * one (from your refresh token) and the request is sent once more with it; answer undefined
+   * to let the 401 stand.
+   */
+  refreshAccessToken?: () => Promise<string | undefined>
   /** A background refresh failed (the stale value keeps being served). */
   onBackgroundError?: (error: unknown) => void
   fetch?: typeof fetch
@@ -73,10 +79,15 @@ export interface InvokeOptions {
 export interface RenderedPrompt {
   renderedContent: string
   variables: Record<string, unknown>
+  /** The prompt id (for a fallback of a lookup by slug: the slug). */
   promptId: string
   /** null for a fallback rendered locally. */
   versionId: string | null
   version: number | null
+  /** Chat prompts: the messages, placeholders spliced in. */
+  renderedMessages?: InvokeResult['renderedMessages']
+  /** The version's model settings, when it has them. */
+  config?: InvokeResult['config']
   source: CacheSource
 }
 
@@ -102,6 +113,7 @@ export class PromptClient {
   private readonly rendered: TtlCache<InvokeResult>
   private readonly prompts: TtlCache<Prompt>
   private readonly fallbacks: Map<string, FallbackTemplate>
+  private readonly slugs = new Map<string, Set<string>>()
   private accessToken: string | undefined
   private organizationId: string | undefined
 
@@ -130,6 +142,13 @@ export class PromptClient {
       random: options.clock?.random ?? Math.random,
       now,
       onRetry: options.onRetry,
+      refreshAccessToken: options.refreshAccessToken
+        ? async () => {
+            const token = await options.refreshAccessToken?.()
+            if (token) this.accessToken = token
+            return token
+          }
+        : undefined,
       userAgent: options.userAgent,
     })
     const cacheOptions = {
@@ -182,22 +201,52 @@ export class PromptClient {
     variables: Record<string, unknown> = {},
     options: InvokeOptions = {},
   ): Promise<RenderedPrompt> {
+    return this.render({ id: promptId }, variables, options)
+  }
+
+  /**
+   * `invoke` of the prompt with this slug in the workspace (slugs survive renames). Cached the
+   * same way; a write to the prompt through this client drops these entries too. A fallback
+   * template may be registered under the slug.
+   */
+  async invokeBySlug(
+    slug: string,
+    variables: Record<string, unknown> = {},
+    options: InvokeOptions = {},
+  ): Promise<RenderedPrompt> {
+    return this.render({ slug }, variables, options)
+  }
+
+  private async render(
+    ref: { id: string } | { slug: string },
+    variables: Record<string, unknown>,
+    options: InvokeOptions,
+  ): Promise<RenderedPrompt> {
     const org = options.organizationId ?? this.organizationId ?? ''
-    const key = `${promptId}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${stableKey(variables)}`
-    const load = () =>
-      this.transport.call('invokePrompt', {
-        params: { id: promptId },
-        query: {
-          ...(options.env ? { env: options.env } : {}),
-          ...(options.organizationId ? { organizationId: options.organizationId } : {}),
-        },
-        body: { variables, ...(options.version ? { version: options.version } : {}) },
-        signal: options.signal,
-      }) as Promise<InvokeResult>
+    const name = 'id' in ref ? ref.id : `slug:${ref.slug}`
+    const key = `${name}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${stableKey(variables)}`
+    const input = {
+      query: {
+        ...(options.env ? { env: options.env } : {}),
+        ...(options.organizationId ? { organizationId: options.organizationId } : {}),
+      },
+      body: { variables, ...(options.version ? { version: options.version } : {}) },
+      signal: options.signal,
+    }
+    const load = async () => {
+      const result = (
+        'id' in ref
+          ? await this.transport.call('invokePrompt', { ...input, params: { id: ref.id } })
+          : await this.transport.call('invokePromptBySlug', { ...input, params: { slug: ref.slug } })
+      ) as InvokeResult
+      if ('slug' in ref) this.slugsOf(result.promptId).add(ref.slug)
+      return result
+    }
     try {
       const { value, source } = await this.cached(this.rendered, key, load, options.cache !== false)
       return { ...value, source }
     } catch (err) {
+      const promptId = 'id' in ref ? ref.id : ref.slug
       const fallback = this.fallbacks.get(promptId)
       if (!fallback || !(err instanceof PromptServiceError) || !err.isUnavailable) throw err
       const declared = syncVariables(fallback.template, fallback.variables ?? []).variables
@@ -250,11 +299,23 @@ export class PromptClient {
     return this.api.injectPrompt({ params: { id: promptId }, body: { variables } })
   }
 
-  /** Drops what is cached of one prompt, or of all of them. */
+  /** Slugs this client has invoked a prompt by, per prompt id (so that a write drops those entries too). */
+  private slugsOf(promptId: string): Set<string> {
+    let slugs = this.slugs.get(promptId)
+    if (!slugs) {
+      slugs = new Set()
+      this.slugs.set(promptId, slugs)
+    }
+    return slugs
+  }
+
+  /** Drops what is cached of one prompt (by id and by slug), or of all of them. */
   invalidate(promptId?: string): void {
     const prefix = promptId ? `${promptId}|` : ''
     this.rendered.clear(prefix)
     this.prompts.clear(prefix)
+    if (promptId === undefined) this.slugs.clear()
+    for (const slug of promptId ? (this.slugs.get(promptId) ?? []) : []) this.rendered.clear(`slug:${slug}|`)
   }
 
   /** Resolves when background refreshes have finished. */

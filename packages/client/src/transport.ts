@@ -43,6 +43,8 @@ export interface TransportOptions {
   random: () => number
   now: () => number
   onRetry?: (info: RetryInfo) => void
+  /** A 401 to a user token: answers a new token to send the request once more with. */
+  refreshAccessToken?: () => Promise<string | undefined>
   userAgent?: string
 }
 
@@ -50,7 +52,12 @@ export interface TransportOptions {
  * Render routes are POSTs without side effects: safe to send again. Other POSTs (create,
  * publish, fork, import) are only retried when the service certainly did not act on them (429).
  */
-const SAFE_POSTS = new Set<OperationId>(['invokePrompt', 'injectPrompt', 'invokePublicPrompt'])
+const SAFE_POSTS = new Set<OperationId>([
+  'invokePrompt',
+  'invokePromptBySlug',
+  'injectPrompt',
+  'invokePublicPrompt',
+])
 
 export function isRetrySafe(operationId: OperationId, route: RouteSpec): boolean {
   return route.method !== 'POST' || SAFE_POSTS.has(operationId)
@@ -144,6 +151,14 @@ async function readError(res: Response, operationId: OperationId, now: number): 
   })
 }
 
+/** fetch's "fetch failed" says little: the cause (ECONNREFUSED, ENOTFOUND, ...) says what went wrong. */
+function describeCause(err: unknown): string {
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause
+  if (typeof cause?.code === 'string') return cause.code
+  if (typeof cause?.message === 'string') return cause.message
+  return err instanceof Error ? err.message : String(err)
+}
+
 /** One HTTP exchange per attempt, retried per the options; answers the payload. */
 export class Transport {
   private readonly opts: TransportOptions
@@ -171,10 +186,12 @@ export class Transport {
     }
     const headers: Record<string, string> = { accept: 'application/json', ...input.headers }
     if (this.opts.userAgent) headers['user-agent'] = this.opts.userAgent
-    if (credential && route.auth !== 'public') headers.authorization = `Bearer ${credential.token}`
+    let token = credential && route.auth !== 'public' ? credential.token : undefined
+    let refreshed = false
 
     const retrySafe = isRetrySafe(operationId, route)
     for (let attempt = 0; ; attempt++) {
+      if (token) headers.authorization = `Bearer ${token}`
       let body: string | FormData | undefined
       if (input.body !== undefined) {
         if (route.bodyType === 'multipart') body = multipart(input.body as UploadFile)
@@ -192,6 +209,23 @@ export class Transport {
       } catch (err) {
         if (!(err instanceof PromptServiceError)) throw err
         error = err
+      }
+      // An expired user token: a 401 means the service did not act, so the request goes once
+      // more with a fresh token (not counted as a retry).
+      if (
+        error.status === 401 &&
+        credential?.kind === 'user' &&
+        token &&
+        !refreshed &&
+        this.opts.refreshAccessToken
+      ) {
+        refreshed = true
+        const fresh = await this.opts.refreshAccessToken()
+        if (fresh && fresh !== token) {
+          token = fresh
+          attempt--
+          continue
+        }
       }
       const canRetry =
         attempt < this.opts.retry.retries &&
@@ -226,13 +260,14 @@ export class Transport {
       })
     } catch (err) {
       if (signal?.aborted) throw err // the caller gave up: not the service's failure
+      const where = `${route.method} ${url.origin}${url.pathname}`
       const timedOut = timeout.aborted
       throw new PromptServiceError({
         status: 0,
         code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR',
         message: timedOut
-          ? `${operationId}: no answer within ${this.opts.timeoutMs} ms`
-          : `${operationId}: the service cannot be reached (${(err as Error).message})`,
+          ? `${operationId}: no answer from ${where} within ${this.opts.timeoutMs} ms`
+          : `${operationId}: the service cannot be reached at ${where} (${describeCause(err)})`,
         operationId,
         cause: err,
       })

@@ -204,7 +204,54 @@ describe('PromptClient against a fake gateway', () => {
         .api.listOrganizations()
         .catch((e: unknown) => e)
       expect(down).toMatchObject({ status: 0, code: 'NETWORK_ERROR' })
+      // The message names where it went, so a wrong URL is seen at once.
+      expect((down as Error).message).toContain(`GET ${base}/api/v1/organizations`)
+      expect((down as Error).message).toContain('ECONNREFUSED')
       base = await fake.start()
+    })
+  })
+
+  describe('an expired user token', () => {
+    it('asks refreshAccessToken once on 401, sends the request again with the new token, keeps it', async () => {
+      fake.handler = (req) =>
+        req.headers.authorization === 'Bearer fresh'
+          ? { body: { data: { organizations: [] } } }
+          : { status: 401, body: error('INVALID_CREDENTIALS', 'token expired') }
+      let asked = 0
+      const c = client({
+        apiKey: undefined,
+        accessToken: 'old',
+        refreshAccessToken: async () => {
+          asked++
+          return 'fresh'
+        },
+      })
+      await expect(c.api.listOrganizations()).resolves.toEqual({ organizations: [] })
+      await expect(c.api.listOrganizations()).resolves.toEqual({ organizations: [] })
+      expect(asked).toBe(1)
+      expect(fake.seen.map((s) => s.headers.authorization)).toEqual([
+        'Bearer old',
+        'Bearer fresh',
+        'Bearer fresh',
+      ])
+    })
+
+    it('lets the 401 stand when no new token comes, and never asks for an API key', async () => {
+      fake.handler = () => ({ status: 401, body: error('INVALID_CREDENTIALS', 'no') })
+      let asked = 0
+      const refreshAccessToken = async () => {
+        asked++
+        return undefined
+      }
+      await expect(
+        client({ apiKey: undefined, accessToken: 'old', refreshAccessToken }).api.listOrganizations(),
+      ).rejects.toMatchObject({ code: 'INVALID_CREDENTIALS' })
+      expect(asked).toBe(1)
+      await expect(client({ refreshAccessToken }).api.listOrganizations()).rejects.toMatchObject({
+        code: 'INVALID_CREDENTIALS',
+      })
+      expect(asked).toBe(1)
+      expect(fake.seen).toHaveLength(2)
     })
   })
 
@@ -409,6 +456,42 @@ describe('PromptClient against a fake gateway', () => {
       expect(await c.getPrompt(ID)).toMatchObject({ name: 'v1', source: 'cache' })
       await c.api.updatePrompt({ params: { id: ID }, body: { description: 'new' } })
       expect(await c.getPrompt(ID)).toMatchObject({ name: 'v2', source: 'network' })
+    })
+  })
+
+  describe('chat prompts and slugs', () => {
+    it('invokes by slug, caches it, returns renderedMessages and config, and drops it on a write to the prompt', async () => {
+      let n = 0
+      fake.handler = (req) =>
+        req.method === 'POST' && req.url.startsWith('/api/v1/prompts/slug/')
+          ? {
+              body: {
+                data: {
+                  ...rendered(`chat ${++n}`).data,
+                  renderedMessages: [{ role: 'user', content: `chat ${n}` }],
+                  config: { model: 'm' },
+                },
+              },
+            }
+          : { body: { data: { versionId: VERSION_ID, version: 1, promotedAt: new Date(now).toISOString() } } }
+      const c = client()
+      const first = await c.invokeBySlug('support-bot', { q: 1 }, { env: 'production' })
+      expect(first).toMatchObject({
+        promptId: ID,
+        renderedMessages: [{ role: 'user', content: 'chat 1' }],
+        config: { model: 'm' },
+        source: 'network',
+      })
+      expect(fake.seen[0]?.url).toBe('/api/v1/prompts/slug/support-bot/invoke?env=production')
+      expect(await c.invokeBySlug('support-bot', { q: 1 }, { env: 'production' })).toMatchObject({
+        source: 'cache',
+      })
+      // A promote through this client drops what it holds of the prompt, by slug too.
+      await c.api.promoteVersion({ params: { id: ID, env: 'production' }, body: { versionId: VERSION_ID } })
+      expect(await c.invokeBySlug('support-bot', { q: 1 }, { env: 'production' })).toMatchObject({
+        renderedContent: 'chat 2',
+        source: 'network',
+      })
     })
   })
 

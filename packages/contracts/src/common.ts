@@ -10,9 +10,20 @@ export const IdParams = Type.Object({ id: ObjectId }, { additionalProperties: fa
 
 export const PAGE_DEFAULT = 20
 export const PAGE_MAX = 100
+/**
+ * Highest page number asked for (issue 14, finding 5): past the end a page is empty, beyond
+ * this it is a 400, so that the offset stays a small integer in every store.
+ */
+export const PAGE_NUMBER_MAX = 100_000
+
+/**
+ * A search text: matched literally, so control characters are refused (issue 14, finding 6: in
+ * SQLite's LIKE a NUL ended the pattern, and `%<NUL>%` matched every prompt).
+ */
+export const SearchText = Type.String({ maxLength: 200, pattern: '^[^\\u0000-\\u001f\\u007f]*$' })
 
 export const PageQuery = {
-  page: Type.Integer({ minimum: 1, default: 1 }),
+  page: Type.Integer({ minimum: 1, maximum: PAGE_NUMBER_MAX, default: 1 }),
   limit: Type.Integer({ minimum: 1, maximum: PAGE_MAX, default: PAGE_DEFAULT }),
 }
 

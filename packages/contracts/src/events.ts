@@ -6,6 +6,12 @@ export const EVENTS_STREAM = 'PM_EVENTS'
 export const SUBJECTS = {
   /** Durable (JetStream), message id = version id. */
   versionPublished: 'pm.events.version.published',
+  /** Durable (JetStream), message id = event id. */
+  environmentPromoted: 'pm.events.environment.promoted',
+  /** Durable (JetStream), message id = event id. */
+  promptVisibilityChanged: 'pm.events.prompt.visibility.changed',
+  /** Durable (JetStream), message id = event id. */
+  promptDeleted: 'pm.events.prompt.deleted',
   /** Fan-out, best effort (core NATS): render replicas drop cached lookups of this prompt. */
   promptChanged: 'pm.internal.prompt.changed',
   /** Fan-out, best effort (core NATS): gateway replicas drop the cached key. */
@@ -14,8 +20,29 @@ export const SUBJECTS = {
   membershipChanged: 'pm.internal.membership.changed',
 } as const
 
-export const EVENT_TYPES = ['version.published'] as const
+/** Customer-visible event kinds, each a webhook subscription may ask for (DESIGN sections 6 and 9). */
+export const EVENT_TYPES = [
+  'version.published',
+  'environment.promoted',
+  'prompt.visibility.changed',
+  'prompt.deleted',
+] as const
 export type EventType = (typeof EVENT_TYPES)[number]
+
+/** What a subscription gets when it names no events. */
+export const DEFAULT_EVENT_TYPES: readonly EventType[] = ['version.published']
+
+/** The durable subject each event kind travels on. */
+export const EVENT_SUBJECTS: Record<EventType, string> = {
+  'version.published': SUBJECTS.versionPublished,
+  'environment.promoted': SUBJECTS.environmentPromoted,
+  'prompt.visibility.changed': SUBJECTS.promptVisibilityChanged,
+  'prompt.deleted': SUBJECTS.promptDeleted,
+}
+
+export function isEventType(value: unknown): value is EventType {
+  return typeof value === 'string' && (EVENT_TYPES as readonly string[]).includes(value)
+}
 
 export const VersionPublishedEvent = Type.Object(
   {
@@ -37,6 +64,51 @@ export const VersionPublishedEvent = Type.Object(
   { $id: 'VersionPublishedEvent' },
 )
 export type VersionPublishedEvent = Static<typeof VersionPublishedEvent>
+
+const envelope = <T extends string>(type: T) => ({
+  id: ObjectId,
+  type: Type.Literal(type),
+  createdAt: Timestamp,
+  organizationId: ObjectId,
+})
+
+export const EnvironmentPromotedEvent = Type.Object(
+  {
+    ...envelope('environment.promoted'),
+    data: Type.Object({
+      promptId: ObjectId,
+      slug: Type.String(),
+      environment: Type.Union([Type.Literal('preview'), Type.Literal('production')]),
+      versionId: ObjectId,
+      version: Type.Integer(),
+      /** The user or API key id that promoted. */
+      promotedBy: Type.String(),
+    }),
+  },
+  { $id: 'EnvironmentPromotedEvent' },
+)
+export type EnvironmentPromotedEvent = Static<typeof EnvironmentPromotedEvent>
+
+export const PromptVisibilityChangedEvent = Type.Object(
+  {
+    ...envelope('prompt.visibility.changed'),
+    data: Type.Object({ promptId: ObjectId, slug: Type.String(), isPublic: Type.Boolean() }),
+  },
+  { $id: 'PromptVisibilityChangedEvent' },
+)
+export type PromptVisibilityChangedEvent = Static<typeof PromptVisibilityChangedEvent>
+
+export const PromptDeletedEvent = Type.Object(
+  { ...envelope('prompt.deleted'), data: Type.Object({ promptId: ObjectId, slug: Type.String() }) },
+  { $id: 'PromptDeletedEvent' },
+)
+export type PromptDeletedEvent = Static<typeof PromptDeletedEvent>
+
+export type ServiceEvent =
+  | VersionPublishedEvent
+  | EnvironmentPromotedEvent
+  | PromptVisibilityChangedEvent
+  | PromptDeletedEvent
 
 export const PROMPT_CHANGE_REASONS = [
   'published',

@@ -18,10 +18,29 @@ export const Email = Type.String({ format: 'email', maxLength: 254 })
 export const User = Type.Object({ _id: ObjectId, email: Type.String(), name: Type.String() }, { $id: 'User' })
 export type User = Static<typeof User>
 
+/**
+ * Browser sessions (DESIGN section 10): with `cookie: true` the refresh token is not in the
+ * answer but in an HttpOnly cookie scoped to /api/v1/auth; refresh and logout then read it
+ * from the cookie and require the CSRF header.
+ */
+export const REFRESH_COOKIE = 'pm_refresh'
+export const REFRESH_COOKIE_PATH = '/api/v1/auth'
+/**
+ * Set and cleared with the refresh cookie, readable by the page, holding no secret ("1"): it
+ * tells the dashboard whether a session may exist, so a signed-out visit sends no refresh.
+ */
+export const SESSION_HINT_COOKIE = 'pm_session'
+/** Any non-empty value: a cross-site form cannot send a custom header without CORS. */
+export const CSRF_HEADER = 'x-csrf-protection'
+const CookieMode = Type.Optional(
+  Type.Boolean({ description: 'Set the refresh token as an HttpOnly cookie instead of answering it.' }),
+)
+
 export const LoginRequest = Type.Object(
   {
     email: Type.String({ minLength: 1, maxLength: 254 }),
     password: Type.String({ minLength: 1, maxLength: 1024 }),
+    cookie: CookieMode,
   },
   { $id: 'LoginRequest', additionalProperties: false },
 )
@@ -121,6 +140,7 @@ export const RegisterRequest = Type.Object(
     email: Email,
     password: Type.String({ minLength: 8, maxLength: 1024 }),
     name: Type.String({ minLength: 1, maxLength: 200 }),
+    cookie: CookieMode,
   },
   { $id: 'RegisterRequest', additionalProperties: false },
 )
@@ -148,7 +168,8 @@ export type ResolvedApiKey = Static<typeof ResolvedApiKey>
 /** Refresh tokens: opaque, shown once per rotation, stored hashed. */
 export const RefreshRequest = Type.Object(
   {
-    refreshToken: Type.String({ minLength: 1, maxLength: 512 }),
+    /** Absent: the session cookie is used (with the CSRF header). */
+    refreshToken: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
     /** Switches the new access token's current organization (ACTIVE membership required). */
     organizationId: Type.Optional(ObjectId),
   },
@@ -157,7 +178,10 @@ export const RefreshRequest = Type.Object(
 export type RefreshRequest = Static<typeof RefreshRequest>
 
 export const LogoutRequest = Type.Object(
-  { refreshToken: Type.String({ minLength: 1, maxLength: 512 }) },
+  {
+    /** Absent: the session cookie is used (with the CSRF header). */
+    refreshToken: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+  },
   { $id: 'LogoutRequest', additionalProperties: false },
 )
 export type LogoutRequest = Static<typeof LogoutRequest>

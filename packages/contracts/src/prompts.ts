@@ -1,9 +1,70 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
+import { ObjectId, PageQuery, Pagination, SearchText, Timestamp } from './common.ts'
 
 export const TEMPLATE_MAX = 100_000
 export const CHANGELOG_MAX = 280
 export const VARIABLE_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_.-]*$'
+
+// ---- Prompts for LLM applications (DESIGN section 9): type, chat messages, config, slug
+
+export const PROMPT_TYPES = ['text', 'chat'] as const
+export type PromptType = (typeof PROMPT_TYPES)[number]
+export const PromptType = Type.Union(
+  PROMPT_TYPES.map((t) => Type.Literal(t)),
+  { $id: 'PromptType' },
+)
+
+export const MESSAGE_ROLES = ['system', 'user', 'assistant', 'developer', 'tool'] as const
+export type MessageRole = (typeof MESSAGE_ROLES)[number]
+export const MessageRole = Type.Union(
+  MESSAGE_ROLES.map((r) => Type.Literal(r)),
+  { $id: 'MessageRole' },
+)
+export const MESSAGES_MAX = 100
+/** Serialized size of `config`, in bytes of UTF-8 JSON. */
+export const CONFIG_MAX_BYTES = 16 * 1024
+export const SLUG_PATTERN = '^[a-z0-9]+(?:-[a-z0-9]+)*$'
+export const SLUG_MAX_LENGTH = 100
+
+/** One message of a chat prompt: a role and its content, a `{{name}}` template. */
+export const TemplateMessage = Type.Object(
+  { role: Type.Ref(MessageRole), content: Type.String({ maxLength: TEMPLATE_MAX }) },
+  { $id: 'TemplateMessage', additionalProperties: false },
+)
+export type TemplateMessage = Static<typeof TemplateMessage>
+
+/** A list of messages supplied at invoke, under the variable `name`, spliced in at render. */
+export const PlaceholderMessage = Type.Object(
+  {
+    type: Type.Literal('placeholder'),
+    name: Type.String({ pattern: VARIABLE_NAME_PATTERN, maxLength: 200 }),
+  },
+  { $id: 'PlaceholderMessage', additionalProperties: false },
+)
+export type PlaceholderMessage = Static<typeof PlaceholderMessage>
+
+export const ChatMessage = Type.Union([Type.Ref(TemplateMessage), Type.Ref(PlaceholderMessage)], {
+  $id: 'ChatMessage',
+})
+export type ChatMessage = TemplateMessage | PlaceholderMessage
+
+export const ChatMessages = Type.Array(Type.Ref(ChatMessage), { minItems: 1, maxItems: MESSAGES_MAX })
+
+/** A rendered message (also the shape of each entry of a placeholder's value). */
+export const RenderedMessage = Type.Object(
+  { role: Type.String(), content: Type.String() },
+  { $id: 'RenderedMessage' },
+)
+export type RenderedMessage = { role: MessageRole; content: string }
+
+/** Model settings kept with the prompt and each version: model, temperature, tools, ... */
+export const PromptConfig = Type.Record(Type.String(), Type.Unknown(), {
+  $id: 'PromptConfig',
+  description: `A JSON object, at most ${CONFIG_MAX_BYTES} bytes serialized.`,
+})
+export type PromptConfig = Record<string, unknown>
+
+export const Slug = Type.String({ pattern: SLUG_PATTERN, minLength: 1, maxLength: SLUG_MAX_LENGTH })
 
 export const Variable = Type.Object(
   {
@@ -35,8 +96,14 @@ export const Prompt = Type.Object(
     slug: Type.String(),
     description: Type.String(),
     tags: Type.Array(Type.String()),
+    type: Type.Ref(PromptType),
+    /** Derived from `messages` for a chat prompt (read-only there). */
     template: Type.String(),
+    /** Chat prompts only. */
+    messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),
     variables: Type.Array(Type.Ref(Variable)),
+    /** Absent when none is set. */
+    config: Type.Optional(Type.Ref(PromptConfig)),
     isPublic: Type.Boolean(),
     versionCount: Type.Integer(),
     currentVersionId: Type.Union([ObjectId, Type.Null()]),
@@ -61,10 +128,18 @@ export const CreatePromptRequest = Type.Object(
   {
     organizationId: Type.Optional(ObjectId),
     name: Name,
+    /** Default: derived from the name. */
+    slug: Type.Optional(Slug),
     description: Type.Optional(Type.String({ maxLength: 2000 })),
     tags: Type.Optional(Tags),
-    template: Type.String({ maxLength: TEMPLATE_MAX }),
+    /** Default text; fixed once the prompt exists. */
+    type: Type.Optional(Type.Ref(PromptType)),
+    /** Required for a text prompt; not accepted for a chat prompt (derived from `messages`). */
+    template: Type.Optional(Type.String({ maxLength: TEMPLATE_MAX })),
+    /** Required for a chat prompt (1 to 100); not accepted for a text prompt. */
+    messages: Type.Optional(ChatMessages),
     variables: Type.Optional(Type.Array(Type.Ref(VariableInput), { maxItems: 1000 })),
+    config: Type.Optional(Type.Ref(PromptConfig)),
   },
   { $id: 'CreatePromptRequest', additionalProperties: false },
 )
@@ -74,10 +149,18 @@ export const UpdatePromptRequest = Type.Object(
   {
     organizationId: Type.Optional(ObjectId),
     name: Type.Optional(Name),
+    /** A rename keeps the slug; this changes it. */
+    slug: Type.Optional(Slug),
     description: Type.Optional(Type.String({ maxLength: 2000 })),
     tags: Type.Optional(Tags),
+    /** Accepted only when it is the prompt's type already (the type is fixed). */
+    type: Type.Optional(Type.Ref(PromptType)),
     template: Type.Optional(Type.String({ maxLength: TEMPLATE_MAX })),
+    messages: Type.Optional(ChatMessages),
     variables: Type.Optional(Type.Array(Type.Ref(VariableInput), { maxItems: 1000 })),
+    // Null first: with type coercion on, ajv would turn null into {} for an object branch tried first.
+    /** null removes the config. */
+    config: Type.Optional(Type.Union([Type.Null(), Type.Ref(PromptConfig)])),
     isPublic: Type.Optional(Type.Boolean()),
   },
   { $id: 'UpdatePromptRequest', additionalProperties: false, minProperties: 1 },
@@ -87,7 +170,7 @@ export type UpdatePromptRequest = Static<typeof UpdatePromptRequest>
 export const ListPromptsQuery = Type.Object(
   {
     ...PageQuery,
-    search: Type.Optional(Type.String({ maxLength: 200 })),
+    search: Type.Optional(SearchText),
     tags: Type.Optional(Type.String({ maxLength: 1000 })),
     visibility: Type.Optional(
       Type.Union([Type.Literal('all'), Type.Literal('public'), Type.Literal('private')]),
@@ -118,6 +201,7 @@ export const PromptList = Type.Object(
   },
   { $id: 'PromptList' },
 )
+export type PromptList = Static<typeof PromptList>
 
 export const VERSION_STATUSES = ['PUBLISHED'] as const
 export type VersionStatus = (typeof VERSION_STATUSES)[number]
@@ -136,8 +220,11 @@ export const PromptVersion = Type.Object(
     version: Type.Integer({ minimum: 1 }),
     status: Type.Union(VERSION_STATUSES.map((s) => Type.Literal(s))),
     publishedAt: Timestamp,
+    type: Type.Ref(PromptType),
     template: Type.String(),
+    messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),
     variables: Type.Array(Type.Ref(Variable)),
+    config: Type.Optional(Type.Ref(PromptConfig)),
     createdBy: Type.Ref(Author),
     changeLog: Type.String(),
   },
@@ -205,6 +292,10 @@ export const InvokeResult = Type.Object(
     promptId: ObjectId,
     versionId: ObjectId,
     version: Type.Integer(),
+    /** Chat prompts only: the messages, placeholders spliced in. */
+    renderedMessages: Type.Optional(Type.Array(Type.Ref(RenderedMessage))),
+    /** The version's config, when it has one. */
+    config: Type.Optional(Type.Ref(PromptConfig)),
   },
   { $id: 'InvokeResult' },
 )
@@ -224,6 +315,10 @@ export const InjectResult = Type.Object(
     renderedContent: Type.String(),
     unresolvedVariables: Type.Array(Type.String()),
     variables: Type.Record(Type.String(), Type.Unknown()),
+    /** Chat prompts only (a placeholder without a value is left out and listed as unresolved). */
+    renderedMessages: Type.Optional(Type.Array(Type.Ref(RenderedMessage))),
+    /** The draft's config, when it has one. */
+    config: Type.Optional(Type.Ref(PromptConfig)),
   },
   { $id: 'InjectResult' },
 )
@@ -241,6 +336,9 @@ export const ResolvedPrompt = Type.Object(
     version: Type.Integer(),
     template: Type.String(),
     variables: Type.Array(Type.Ref(Variable)),
+    /** Chat prompts only (a text prompt's answer is as it was before chat prompts). */
+    messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),
+    config: Type.Optional(Type.Ref(PromptConfig)),
   },
   { $id: 'ResolvedPrompt' },
 )
@@ -253,6 +351,8 @@ export const DraftPrompt = Type.Object(
     organizationId: ObjectId,
     template: Type.String(),
     variables: Type.Array(Type.Ref(Variable)),
+    messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),
+    config: Type.Optional(Type.Ref(PromptConfig)),
   },
   { $id: 'DraftPrompt' },
 )
@@ -331,9 +431,27 @@ export const VersionDiff = Type.Object(
         Type.Object({ name: Type.String(), before: Type.Ref(Variable), after: Type.Ref(Variable) }),
       ),
     }),
+    /** By index: a message past the end of one side is added or removed; one that differs is changed. */
+    messages: Type.Object({
+      added: Type.Array(Type.Object({ index: Type.Integer(), message: Type.Ref(ChatMessage) })),
+      removed: Type.Array(Type.Object({ index: Type.Integer(), message: Type.Ref(ChatMessage) })),
+      changed: Type.Array(
+        Type.Object({
+          index: Type.Integer(),
+          before: Type.Ref(ChatMessage),
+          after: Type.Ref(ChatMessage),
+        }),
+      ),
+    }),
+    config: Type.Object({
+      changed: Type.Boolean(),
+      before: Type.Union([Type.Ref(PromptConfig), Type.Null()]),
+      after: Type.Union([Type.Ref(PromptConfig), Type.Null()]),
+    }),
   },
   { $id: 'VersionDiff' },
 )
+export type VersionDiff = Static<typeof VersionDiff>
 
 export const EnvParams = Type.Object(
   { id: ObjectId, env: EnvironmentName },
@@ -380,8 +498,11 @@ export const PublicPrompt = Type.Object(
     slug: Type.String(),
     description: Type.String(),
     tags: Type.Array(Type.String()),
+    type: Type.Ref(PromptType),
     template: Type.String(),
+    messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),
     variables: Type.Array(Type.Ref(Variable)),
+    config: Type.Optional(Type.Ref(PromptConfig)),
     versionId: ObjectId,
     version: Type.Integer(),
     publishedAt: Timestamp,
@@ -392,7 +513,7 @@ export const PublicPrompt = Type.Object(
 export type PublicPrompt = Static<typeof PublicPrompt>
 
 export const PublicListQuery = Type.Object(
-  { ...PageQuery, search: Type.Optional(Type.String({ maxLength: 200 })) },
+  { ...PageQuery, search: Type.Optional(SearchText) },
   { $id: 'PublicListQuery', additionalProperties: false },
 )
 
@@ -405,6 +526,19 @@ export const ImportAccepted = Type.Object(
   { batchId: ObjectId, message: Type.String() },
   { $id: 'ImportAccepted' },
 )
+
+/** The import's optional request header (its rule is in the route's description). */
+export const ImportHeaders = Type.Object({
+  'Idempotency-Key': Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 257,
+      description:
+        '1 to 255 visible ASCII characters (no `"` or `\\`), bare or as a quoted string. Scoped to ' +
+        'the workspace and the user; the same key with the same file answers the original batch.',
+    }),
+  ),
+})
 
 export const IMPORT_STATUSES = ['processing', 'completed', 'failed'] as const
 export type ImportStatus = (typeof IMPORT_STATUSES)[number]
@@ -428,6 +562,11 @@ export const ImportBatch = Type.Object(
     createdAt: Timestamp,
     updatedAt: Timestamp,
     finishedAt: Type.Union([Timestamp, Type.Null()]),
+    /**
+     * When the import was last taken up again after the process writing it stopped or died
+     * (it goes on from the first row not yet written); null when it ran in one go.
+     */
+    resumedAt: Type.Union([Timestamp, Type.Null()]),
   },
   { $id: 'ImportBatch' },
 )

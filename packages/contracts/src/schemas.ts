@@ -1,7 +1,12 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Pagination } from './common.ts'
 import { ErrorBody, FieldError } from './errors.ts'
-import { VersionPublishedEvent } from './events.ts'
+import {
+  EnvironmentPromotedEvent,
+  PromptDeletedEvent,
+  PromptVisibilityChangedEvent,
+  VersionPublishedEvent,
+} from './events.ts'
 import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
@@ -39,6 +44,13 @@ export const ALL_SCHEMAS: TSchema[] = [
   identity.MemberList,
   identity.AddMemberRequest,
   identity.UpdateMemberRequest,
+  prompts.PromptType,
+  prompts.MessageRole,
+  prompts.TemplateMessage,
+  prompts.PlaceholderMessage,
+  prompts.ChatMessage,
+  prompts.RenderedMessage,
+  prompts.PromptConfig,
   prompts.Variable,
   prompts.VariableInput,
   prompts.Prompt,
@@ -81,6 +93,9 @@ export const ALL_SCHEMAS: TSchema[] = [
   prompts.ImportRowError,
   prompts.ImportBatch,
   VersionPublishedEvent,
+  EnvironmentPromotedEvent,
+  PromptVisibilityChangedEvent,
+  PromptDeletedEvent,
   webhooks.WebhookEventType,
   webhooks.Webhook,
   webhooks.CreateWebhookRequest,

@@ -2,7 +2,7 @@ import { type Static, Type } from '@sinclair/typebox'
 import { Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
 import { EVENT_TYPES } from './events.ts'
 
-/** Event types a subscription can ask for (today only `version.published`). */
+/** Event types a subscription can ask for. */
 export const WebhookEventType = Type.Union(
   EVENT_TYPES.map((t) => Type.Literal(t)),
   { $id: 'WebhookEventType' },
@@ -37,7 +37,7 @@ export type Webhook = Static<typeof Webhook>
 export const CreateWebhookRequest = Type.Object(
   {
     url: WebhookUrl,
-    /** Defaults to every event type. */
+    /** Defaults to `["version.published"]`. */
     events: Type.Optional(Type.Array(Type.Ref(WebhookEventType), { minItems: 1, uniqueItems: true })),
     active: Type.Optional(Type.Boolean()),
   },

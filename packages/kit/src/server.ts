@@ -1,11 +1,25 @@
 import type { FastifyInstance } from 'fastify'
-import { ConfigError } from './config.ts'
+import { Type } from '@sinclair/typebox'
+import { ConfigError, loadConfig } from './config.ts'
+import { Metrics, type MetricsServer, serveMetrics } from './metrics.ts'
+import { commonSettings } from './settings.ts'
+import type { Tracing } from './tracing.ts'
 
 export interface ListenOptions {
   host: string
   port: number
   /** Hard limit for a graceful shutdown. */
   shutdownTimeoutMs?: number
+  /** Serves these metrics at GET /metrics on `metricsPort` (METRICS_PORT), beside the app. */
+  metrics?: Metrics
+  metricsPort?: number
+  /** Flushed and stopped after the app has closed. */
+  tracing?: Tracing | undefined
+}
+
+/** A process's metrics when METRICS_PORT is set: nothing is made (or observed) otherwise. */
+export function metricsFor(config: { METRICS_PORT?: number | undefined }): Metrics | undefined {
+  return config.METRICS_PORT ? new Metrics() : undefined
 }
 
 /**
@@ -14,6 +28,7 @@ export interface ListenOptions {
  */
 export async function runServer(app: FastifyInstance, opts: ListenOptions): Promise<void> {
   let closing = false
+  let metricsServer: MetricsServer | undefined
   const shutdown = (signal: string) => {
     if (closing) return
     closing = true
@@ -24,7 +39,11 @@ export async function runServer(app: FastifyInstance, opts: ListenOptions): Prom
     }, opts.shutdownTimeoutMs ?? 10_000)
     timer.unref()
     app.close().then(
-      () => process.exit(0),
+      async () => {
+        await metricsServer?.close()
+        await opts.tracing?.shutdown().catch(() => {})
+        process.exit(0)
+      },
       (err: unknown) => {
         app.log.error({ err }, 'shutdown failed')
         process.exit(1)
@@ -34,6 +53,10 @@ export async function runServer(app: FastifyInstance, opts: ListenOptions): Prom
   process.once('SIGTERM', () => shutdown('SIGTERM'))
   process.once('SIGINT', () => shutdown('SIGINT'))
   await app.listen({ host: opts.host, port: opts.port })
+  if (opts.metrics && opts.metricsPort) {
+    metricsServer = await serveMetrics(opts.metrics, opts.host, opts.metricsPort)
+    app.log.info({ port: metricsServer.port }, 'metrics at GET /metrics')
+  }
 }
 
 /** Entry-point wrapper: a configuration error stops the process with its message. */
@@ -48,4 +71,22 @@ export async function main(start: () => Promise<void>): Promise<void> {
     }
     process.exit(1)
   }
+}
+
+/** METRICS_PORT, HOST and the OTEL settings alone, for a launcher that runs several services (the embedded default). */
+export function loadOperatingSettings(env?: Record<string, string | undefined>): {
+  METRICS_PORT?: number | undefined
+  HOST: string
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
+  OTEL_SERVICE_NAME?: string | undefined
+} {
+  return loadConfig(
+    Type.Object({
+      METRICS_PORT: commonSettings.METRICS_PORT,
+      HOST: commonSettings.HOST,
+      OTEL_EXPORTER_OTLP_ENDPOINT: commonSettings.OTEL_EXPORTER_OTLP_ENDPOINT,
+      OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,
+    }),
+    env,
+  )
 }

@@ -17,7 +17,10 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify'
 import { destination } from 'pino'
+import { parseJsonBody } from './body.ts'
 import { ContextVerifier } from './context.ts'
+import { type Metrics, observeRequests } from './metrics.ts'
+import { type Tracing, traceRequests } from './tracing.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -46,6 +49,23 @@ export interface ServiceOptions {
   requireContext?: boolean
   https?: { cert: Buffer; key: Buffer }
   trustProxy?: string[] | boolean
+  /** Metrics of this process (none: nothing is observed, not even a hook is added). */
+  metrics?: ServiceMetrics
+  /** Tracing of this process (none: no hook is added). */
+  tracing?: Tracing
+  /** The route template for metrics and span names; Fastify's route by default. */
+  route?: (request: FastifyRequest) => string | undefined
+  /**
+   * false for the gateway: it forwards bodies as streams and reads the ones it needs itself,
+   * with the same parseJsonBody. Default true: JSON bodies are read by parseJsonBody.
+   */
+  parseJsonBodies?: boolean
+}
+
+export interface ServiceMetrics {
+  registry: Metrics
+  /** Connections to servers, reported as pm_connection_up{service, connection}. */
+  connections?: Record<string, () => boolean>
 }
 
 export type Service = FastifyInstance<
@@ -71,7 +91,8 @@ class AccessLog extends LogController {
     metadata?: Record<string, unknown>,
   ): void {
     if (error) {
-      super.requestCompleted(error, request, reply, metadata)
+      if (clientGone(request)) logClientGone(request, error)
+      else super.requestCompleted(error, request, reply, metadata)
       return
     }
     request.log.info(
@@ -187,6 +208,21 @@ export function createService(opts: ServiceOptions): Service {
 
   for (const schema of ALL_SCHEMAS) app.addSchema(schema)
 
+  // Bodies are JSON (or, on the CSV import, multipart); Fastify's text/plain parser would hand a
+  // handler a string the gateway never read.
+  app.removeContentTypeParser('text/plain')
+  if (opts.parseJsonBodies !== false) {
+    // Fastify matches the media type case-insensitively, without parameters: as isJsonMediaType.
+    app.removeContentTypeParser('application/json')
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+      try {
+        done(null, parseJsonBody(body))
+      } catch (err) {
+        done(err as Error, undefined)
+      }
+    })
+  }
+
   if (stdout) {
     // The last lines (a crash's included) still reach the output when the process exits.
     const flush = () => stdout.flushSync()
@@ -196,6 +232,10 @@ export function createService(opts: ServiceOptions): Service {
       flush()
     })
   }
+
+  // First of all hooks: everything after runs inside the request's span.
+  if (opts.tracing)
+    traceRequests(app, opts.tracing, { service: opts.name, ...(opts.route ? { route: opts.route } : {}) })
 
   app.decorateRequest('caller', null as unknown as CallerContext)
   const contexts = new ContextVerifier(opts.internalSecret)
@@ -208,7 +248,25 @@ export function createService(opts: ServiceOptions): Service {
     request.caller = { ...caller, requestId: request.id }
   })
 
+  // ajv's type coercion turns the query text "Infinity" into a number it counts as an integer, and
+  // skips minimum/maximum for it (ajv 8 checks isFinite there): refuse what no schema meant to allow.
+  app.addHook('preHandler', (request, _reply, done) => {
+    try {
+      refuseNonFinite(request.query, 'querystring')
+      refuseNonFinite(request.params, 'params')
+      done()
+    } catch (err) {
+      done(err as Error)
+    }
+  })
+
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    if (clientGone(request)) {
+      // Nobody to answer, and nothing wrong with us (issue 14, finding 8): one line, no stack.
+      logClientGone(request, err)
+      reply.code(499).send()
+      return
+    }
     const { status, body } = toErrorResponse(err, request.id)
     if (status >= 500) request.log.error({ err }, 'request failed')
     if (err instanceof AppError && err.headers) reply.headers(err.headers)
@@ -222,6 +280,8 @@ export function createService(opts: ServiceOptions): Service {
         errorBody('NOT_FOUND', `route ${request.method} ${request.url.split('?')[0]} not found`, request.id),
       )
   })
+
+  if (opts.metrics) instrument(app, opts.name, opts.metrics, opts.route)
 
   app.get('/health/live', { config: { auth: 'none' }, logLevel: 'warn' }, async () => ({ status: 'ok' }))
   app.get('/health/ready', { config: { auth: 'none' }, logLevel: 'warn' }, async (_request, reply) => {
@@ -240,6 +300,76 @@ export function createService(opts: ServiceOptions): Service {
   })
 
   return app
+}
+
+function instrument(
+  app: Service,
+  service: string,
+  m: ServiceMetrics,
+  route: ((request: FastifyRequest) => string | undefined) | undefined,
+): void {
+  observeRequests(app, m.registry, { service, ...(route ? { route } : {}) })
+  const connections = Object.entries(m.connections ?? {})
+  if (connections.length === 0) return
+  const gauge = m.registry.connectionUp
+  collectWhileOpen(app, m.registry, () => {
+    for (const [connection, up] of connections) gauge.set({ service, connection }, up() ? 1 : 0)
+  })
+}
+
+/** Runs `collector` before each scrape until the app closes. */
+export function collectWhileOpen(
+  app: FastifyInstance,
+  metrics: Metrics,
+  collector: () => Promise<void> | void,
+): void {
+  const off = metrics.onCollect(collector)
+  app.addHook('onClose', async () => {
+    off()
+  })
+}
+
+/** What clientGone and logClientGone read of a request (any Fastify request type has it). */
+export interface GoneRequest {
+  raw: unknown
+  socket: unknown
+  method: string
+  url: string
+  log: FastifyRequest['log']
+}
+
+/** The client hung up before its answer was sent. */
+export function clientGone(request: GoneRequest): boolean {
+  const raw = request.raw as { destroyed?: boolean; complete?: boolean }
+  const socket = request.socket as { destroyed?: boolean } | null | undefined
+  return (raw.destroyed === true && raw.complete !== true) || socket?.destroyed === true
+}
+
+const GONE_LOGGED = Symbol('client gone logged')
+
+/** Logs once per request, at info, that the client went away (whoever notices first). */
+export function logClientGone(request: GoneRequest, err?: unknown): void {
+  const marked = request as GoneRequest & { [GONE_LOGGED]?: true }
+  if (marked[GONE_LOGGED]) return
+  marked[GONE_LOGGED] = true
+  const code = (err as { code?: unknown } | undefined)?.code
+  request.log.info(
+    { method: request.method, url: request.url, code: typeof code === 'string' ? code : undefined },
+    'client disconnected before the answer',
+  )
+}
+
+/** 400 VALIDATION_ERROR for a number that is not finite among the (coerced) fields of a request part. */
+export function refuseNonFinite(part: unknown, where: string): void {
+  if (!part || typeof part !== 'object') return
+  for (const [key, value] of Object.entries(part)) {
+    const values: unknown[] = Array.isArray(value) ? value : [value]
+    if (values.some((v) => typeof v === 'number' && !Number.isFinite(v))) {
+      throw new AppError('VALIDATION_ERROR', 'request is invalid', [
+        { path: `${where}/${key}`, message: 'must be a finite number' },
+      ])
+    }
+  }
 }
 
 /** The caller's workspace, or 404: a request without one cannot see workspace resources. */

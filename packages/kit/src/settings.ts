@@ -10,6 +10,12 @@ export const commonSettings = {
     { default: 'info' },
   ),
   HOST: Type.String({ default: '0.0.0.0' }),
+  /** Serves Prometheus metrics at GET /metrics on this port (never the API's); off when unset. */
+  METRICS_PORT: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+  /** OTLP/HTTP collector (e.g. http://otel-collector:4318): traces are sent to <it>/v1/traces; off when unset. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** service.name of the traces (default: the service's own name; the embedded default: prompt-service). */
+  OTEL_SERVICE_NAME: Type.Optional(Type.String({ minLength: 1 })),
   /** Signs the caller context between the gateway and the services. */
   INTERNAL_AUTH_SECRET: Type.String({ minLength: 32 }),
 }

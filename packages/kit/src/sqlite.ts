@@ -1,19 +1,69 @@
-import { mkdirSync } from 'node:fs'
-import { dirname } from 'node:path'
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
 import { DatabaseSync, type SQLInputValue } from 'node:sqlite'
+
+/**
+ * A process that has a store's SQLite file open says so with a file
+ * `<DATA_DIR>/.pm-holders/<file name>.<pid>`, removed when it closes the store (closeSqlite).
+ * `pm restore` refuses while a living process holds one; a holder left by a process that died
+ * is ignored. SQLite's own locks cannot tell this: in WAL mode a reader holds no lock on the
+ * database file that another process could see.
+ */
+export const HOLDERS_DIR = '.pm-holders'
+
+function holderFile(file: string): string {
+  return join(dirname(file), HOLDERS_DIR, `${basename(file)}.${process.pid}`)
+}
 
 /**
  * Opens a SQLite database (node:sqlite, built into Node 24: no native addon to build)
  * with WAL and a busy timeout, and applies the schema statements.
  */
 export function openSqlite(file: string, schema: string[]): DatabaseSync {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+  if (file !== ':memory:') {
+    mkdirSync(join(dirname(file), HOLDERS_DIR), { recursive: true })
+    writeFileSync(holderFile(file), `${process.pid}\n`)
+  }
   const db = new DatabaseSync(file)
   db.exec(
     'PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;',
   )
   for (const statement of schema) db.exec(statement)
   return db
+}
+
+/** Closes a database opened by openSqlite and drops this process's holder file. */
+export function closeSqlite(db: DatabaseSync): void {
+  if (!db.isOpen) return
+  const file = db.location()
+  db.close()
+  if (file) rmSync(holderFile(file), { force: true })
+}
+
+/** Whether a process with this id is running (EPERM: running, as another user). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** The living processes that hold SQLite files of `dataDir` open, as "file (pid n)". */
+export function sqliteHolders(dataDir: string): string[] {
+  let names: string[]
+  try {
+    names = readdirSync(join(dataDir, HOLDERS_DIR))
+  } catch {
+    return []
+  }
+  const held: string[] = []
+  for (const name of names) {
+    const match = /^(.+)\.(\d+)$/.exec(name)
+    if (match?.[1] && match[2] && alive(Number(match[2]))) held.push(`${match[1]} (pid ${match[2]})`)
+  }
+  return held
 }
 
 /** Runs `fn` in an IMMEDIATE transaction (takes the write lock at once). */

@@ -10,6 +10,7 @@ import {
   routeErrors,
 } from '@pm/contracts'
 import type { TSchema } from '@sinclair/typebox'
+import { type ExampleContext, exampleOf } from './examples.ts'
 
 /**
  * Turns the route catalogue of `@pm/contracts` into an OpenAPI 3.1 document. Nothing here is
@@ -25,10 +26,12 @@ export interface OpenApiParameter {
   required: boolean
   description?: string
   schema: JsonSchema
+  example?: unknown
 }
 
 export interface OpenApiMedia {
   schema: JsonSchema
+  example?: unknown
   encoding?: Record<string, { contentType: string }>
 }
 
@@ -58,10 +61,14 @@ export interface OpenApiDocument {
   openapi: '3.1.0'
   jsonSchemaDialect: string
   info: { title: string; version: string; description: string }
-  servers?: { url: string; description?: string }[]
+  servers: {
+    url: string
+    description?: string
+    variables?: Record<string, { default: string; enum?: string[]; description?: string }>
+  }[]
   tags: { name: string; description: string }[]
   paths: Record<string, Partial<Record<HttpVerb, OpenApiOperation>>>
-  webhooks: Record<string, { post: Omit<OpenApiOperation, 'x-auth' | 'x-error-codes' | 'security'> }>
+  webhooks: Record<string, { post: Omit<OpenApiOperation, 'x-auth' | 'x-error-codes'> }>
   components: {
     schemas: Record<string, JsonSchema>
     securitySchemes: Record<string, JsonSchema>
@@ -70,7 +77,7 @@ export interface OpenApiDocument {
 }
 
 export interface DocumentOptions {
-  /** Absolute base URL to list under `servers` (the gateway's public address). */
+  /** Absolute base URL to list under `servers` (the gateway's public address); else a templated one. */
   serverUrl?: string
   version?: string
 }
@@ -139,7 +146,7 @@ const headerRef = (name: keyof typeof HEADERS) => ({ $ref: `#/components/headers
 
 function parameters(route: RouteSpec): OpenApiParameter[] {
   const out: OpenApiParameter[] = []
-  const add = (schema: TSchema | undefined, where: 'path' | 'query') => {
+  const add = (schema: TSchema | undefined, where: 'path' | 'query' | 'header') => {
     if (!schema) return
     const obj = plain(schema)
     const props = (obj.properties ?? {}) as Record<string, JsonSchema>
@@ -157,6 +164,7 @@ function parameters(route: RouteSpec): OpenApiParameter[] {
   }
   add(route.params, 'path')
   add(route.query, 'query')
+  add(route.requestHeaders, 'header')
   return out
 }
 
@@ -207,9 +215,18 @@ function errorResponses(route: RouteSpec): Record<string, OpenApiResponse> {
           schema: {
             allOf: [
               { $ref: `${SCHEMA_REF}ErrorBody` },
+              // Narrows `code` only; the rest of the body is ErrorBody's. (additionalProperties
+              // says so outright: example checkers such as Redocly's otherwise close this part.)
               {
                 type: 'object',
-                properties: { error: { type: 'object', properties: { code: { enum: codes } } } },
+                properties: {
+                  error: {
+                    type: 'object',
+                    properties: { code: { enum: codes } },
+                    additionalProperties: true,
+                  },
+                },
+                additionalProperties: true,
               },
             ],
           },
@@ -283,6 +300,34 @@ function operation(route: RouteSpec & { operationId: OperationId }): OpenApiOper
   return op
 }
 
+/** The event kinds a subscription can choose, each with its payload schema and a summary. */
+const WEBHOOK_EVENTS: Array<{ type: string; operationId: string; schema: string; summary: string }> = [
+  {
+    type: 'version.published',
+    operationId: 'versionPublishedWebhook',
+    schema: 'VersionPublishedEvent',
+    summary: 'A version was published',
+  },
+  {
+    type: 'environment.promoted',
+    operationId: 'environmentPromotedWebhook',
+    schema: 'EnvironmentPromotedEvent',
+    summary: 'A version was pinned to preview or production',
+  },
+  {
+    type: 'prompt.visibility.changed',
+    operationId: 'promptVisibilityChangedWebhook',
+    schema: 'PromptVisibilityChangedEvent',
+    summary: 'A prompt entered or left the public catalog',
+  },
+  {
+    type: 'prompt.deleted',
+    operationId: 'promptDeletedWebhook',
+    schema: 'PromptDeletedEvent',
+    summary: 'A prompt was deleted',
+  },
+]
+
 function webhooks(): OpenApiDocument['webhooks'] {
   const header = (name: string, description: string): OpenApiParameter => ({
     name,
@@ -291,20 +336,22 @@ function webhooks(): OpenApiDocument['webhooks'] {
     description,
     schema: { type: 'string' },
   })
-  return {
-    'version.published': {
+  const entries = WEBHOOK_EVENTS.map(({ type, operationId, schema, summary }) => [
+    type,
+    {
       post: {
-        operationId: 'versionPublishedWebhook',
+        operationId,
         tags: ['webhooks'],
-        summary: 'A version was published',
+        summary,
         description:
-          'Sent to every active subscription of the organization. 2xx is success; anything else, ' +
-          'or no answer within 15 s, is retried with backoff for about 3 days; 410 turns the ' +
+          `Sent to every active subscription of the organization whose \`events\` include \`${type}\` ` +
+          '(a subscription that names none gets `version.published` only). 2xx is success; anything ' +
+          'else, or no answer within 15 s, is retried with backoff for about 3 days; 410 turns the ' +
           'subscription off. Verify `X-Service-Signature` (HMAC-SHA256 of `<t>.<raw body>` with ' +
           'the secret) or the Standard Webhooks headers with any Standard Webhooks library.',
         parameters: [
           header('X-Service-Signature', '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`'),
-          header('X-Service-Event', 'The event type: `version.published`.'),
+          header('X-Service-Event', `The event type: \`${type}\`.`),
           header('X-Service-Delivery', 'Unique id of this delivery (the same across its attempts).'),
           header('webhook-id', 'Standard Webhooks: the event id.'),
           header('webhook-timestamp', 'Standard Webhooks: unix seconds.'),
@@ -315,15 +362,18 @@ function webhooks(): OpenApiDocument['webhooks'] {
         ],
         requestBody: {
           required: true,
-          content: { 'application/json': { schema: { $ref: `${SCHEMA_REF}VersionPublishedEvent` } } },
+          content: { 'application/json': { schema: { $ref: `${SCHEMA_REF}${schema}` } } },
         },
         responses: {
           '2XX': { description: 'Received.' },
           '410': { description: 'Gone: the subscription is turned off.' },
         },
+        // The service calls you: no credential of this API, the signature headers instead.
+        security: [],
       },
     },
-  }
+  ])
+  return Object.fromEntries(entries) as OpenApiDocument['webhooks']
 }
 
 const INFO_DESCRIPTION = `Prompt templates with immutable numbered versions, environments, rendering, a public catalog and webhooks.
@@ -335,6 +385,21 @@ const INFO_DESCRIPTION = `Prompt templates with immutable numbered versions, env
 **Pagination.** \`page\` from 1, \`limit\` default 20, at most 100; lists answer \`pagination: {page, limit, total, totalPages, hasNextPage}\`.
 
 **Rate limits.** Per API key and per IP on sign-in and the public catalog: 429 RATE_LIMITED with \`Retry-After\`.`
+
+/** A request and a response example for an operation, made from its schemas. */
+function addExamples(
+  op: Pick<OpenApiOperation, 'parameters' | 'requestBody' | 'responses'>,
+  ctx: ExampleContext,
+) {
+  for (const param of op.parameters ?? []) param.example = exampleOf(param.schema, ctx, param.name)
+  for (const media of Object.values(op.requestBody?.content ?? {}))
+    media.example = exampleOf(media.schema, ctx)
+  for (const response of Object.values(op.responses)) {
+    for (const [type, media] of Object.entries(response.content ?? {})) {
+      if (type === 'application/json') media.example = exampleOf(media.schema, ctx)
+    }
+  }
+}
 
 /** Builds the whole document from the route catalogue and the `$id` schemas. */
 export function buildOpenApiDocument(options: DocumentOptions = {}): OpenApiDocument {
@@ -368,11 +433,26 @@ export function buildOpenApiDocument(options: DocumentOptions = {}): OpenApiDocu
   }
 
   const sortedSchemas = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)))
+  const ctx: ExampleContext = { schemas: sortedSchemas }
+  for (const item of Object.values(paths)) for (const op of Object.values(item)) addExamples(op, ctx)
+  for (const hook of Object.values(hooks)) addExamples(hook.post, ctx)
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: DIALECT,
     info: { title: 'Prompt service API', version: options.version ?? '1.0.0', description: INFO_DESCRIPTION },
-    ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
+    servers: options.serverUrl
+      ? [{ url: options.serverUrl }]
+      : [
+          {
+            url: '{scheme}://{host}',
+            description:
+              'Your gateway. The embedded default listens on localhost:8080 (`pnpm start`); in production, your HTTPS address.',
+            variables: {
+              scheme: { default: 'http', enum: ['http', 'https'] },
+              host: { default: 'localhost:8080', description: 'host[:port] of the gateway' },
+            },
+          },
+        ],
     tags: (Object.keys(ROUTE_TAGS) as RouteTag[]).map((name) => ({ name, description: ROUTE_TAGS[name] })),
     paths,
     webhooks: hooks,

@@ -101,6 +101,14 @@ function schemaBlock(schema: JsonSchema): string {
   return `<p>${typeText(schema)}</p>`
 }
 
+/** An example, pretty-printed (folded away, so the page stays short). */
+function exampleBlock(example: unknown, label: string): string {
+  if (example === undefined) return ''
+  return `<details class="example"><summary>${escapeHtml(label)}</summary><pre>${escapeHtml(
+    JSON.stringify(example, null, 2),
+  )}</pre></details>`
+}
+
 function responseBlock(status: string, response: OpenApiResponse): string {
   const media = response.content ? Object.entries(response.content)[0] : undefined
   let body = ''
@@ -110,6 +118,8 @@ function responseBlock(status: string, response: OpenApiResponse): string {
     if (data && schema.required) body = `<p><code>{"data": …}</code> holding ${typeText(data)}</p>`
     else if (Array.isArray(schema.allOf)) body = `<p>${typeText((schema.allOf as JsonSchema[])[0])}</p>`
     else body = type === 'application/json' ? schemaBlock(schema) : `<p>${escapeHtml(type)}</p>`
+    // The success example only: the error bodies all look alike (ErrorBody).
+    if (status.startsWith('2')) body += exampleBlock(media[1].example, 'Example response')
   }
   const cls = status.startsWith('2') ? 'ok' : status.startsWith('4') || status.startsWith('5') ? 'err' : ''
   return `<li><span class="status ${cls}">${escapeHtml(status)}</span> ${escapeHtml(response.description)}${body}</li>`
@@ -128,7 +138,10 @@ function operationBlock(method: HttpVerb, path: string, op: OpenApiOperation): s
     ? `<h4>Body${op.requestBody.required ? '' : ' <span class="muted">optional</span>'}</h4>${Object.entries(
         op.requestBody.content,
       )
-        .map(([type, media]) => `<p class="muted">${escapeHtml(type)}</p>${schemaBlock(media.schema)}`)
+        .map(
+          ([type, media]) =>
+            `<p class="muted">${escapeHtml(type)}</p>${schemaBlock(media.schema)}${exampleBlock(media.example, 'Example request')}`,
+        )
         .join('')}`
     : ''
   const responses = `<h4>Responses</h4><ul class="responses">${Object.entries(op.responses)
@@ -156,6 +169,8 @@ table.props td:first-child{width:28%;white-space:nowrap}table.props p{margin:2px
 ul.responses{list-style:none;padding:0}ul.responses li{margin:4px 0}ul.responses p{margin:2px 0 2px 52px}
 .status{display:inline-block;min-width:44px;font-weight:600}.status.ok{color:#2f7d4f}.status.err{color:#b3261e}
 h4{margin:12px 0 4px;font-size:14px}
+details.example{margin:4px 0 4px 52px}details.example summary{cursor:pointer;color:#2b62c4;font-size:13px}
+pre{font:12px ui-monospace,monospace;background:#f5f7fa;border:1px solid #e6eaef;padding:8px;overflow:auto}
 `
 
 /** The whole page. */

@@ -106,16 +106,35 @@ describe('the OpenAPI document', () => {
     expect(list.find((p) => p.name === 'limit')).toMatchObject({ in: 'query', required: false })
     const diff = doc.paths['/api/v1/prompts/{id}/versions/diff']?.get?.parameters ?? []
     expect(diff.filter((p) => p.required).map((p) => p.name)).toEqual(['id', 'from', 'to'])
+    // What render accepts: inject takes the workspace in the query, public invoke no query at all.
+    const inject = doc.paths['/api/v1/prompts/{id}/inject']?.post
+    expect(inject?.parameters?.map((p) => [p.name, p.in])).toEqual([
+      ['id', 'path'],
+      ['organizationId', 'query'],
+    ])
+    const publicInvoke = doc.paths['/api/v1/public/prompts/{id}/invoke']?.post
+    expect(publicInvoke?.parameters?.map((p) => p.name)).toEqual(['id'])
+    expect(publicInvoke?.requestBody?.required).toBe(false)
+    expect(publicInvoke?.description).toContain('`null`')
     expect(doc.paths['/api/v1/prompts/import']?.post?.requestBody?.content).toHaveProperty(
       'multipart/form-data',
     )
     expect(doc.webhooks['version.published']?.post.requestBody?.content['application/json']?.schema).toEqual({
       $ref: '#/components/schemas/VersionPublishedEvent',
     })
+    expect(Object.keys(doc.webhooks).sort()).toEqual([
+      'environment.promoted',
+      'prompt.deleted',
+      'prompt.visibility.changed',
+      'version.published',
+    ])
+    expect(doc.webhooks['prompt.deleted']?.post.requestBody?.content['application/json']?.schema).toEqual({
+      $ref: '#/components/schemas/PromptDeletedEvent',
+    })
   })
 
-  it('lists servers only when given a URL', () => {
-    expect(doc.servers).toBeUndefined()
+  it('lists a templated server by default (issue 18: clients need one), the given URL when given', () => {
+    expect(doc.servers.map((s) => s.url)).toEqual(['{scheme}://{host}'])
     expect(buildOpenApiDocument({ serverUrl: 'https://prompts.example.com' }).servers).toEqual([
       { url: 'https://prompts.example.com' },
     ])

@@ -21,6 +21,14 @@ describe('the reference page', () => {
     for (const link of links) expect(ids.has(link), link).toBe(true)
   })
 
+  it('shows an example request and response for an operation', () => {
+    const start = html.indexOf('id="op-invokePrompt"')
+    const section = html.slice(start, html.indexOf('</section>', start))
+    expect(section).toContain('Example request')
+    expect(section).toContain('Example response')
+    expect(section).toContain(escapeHtml('"renderedContent": "Hello Ada, welcome to London!"'))
+  })
+
   it('is self-contained: no script and nothing loaded from elsewhere', () => {
     expect(html).not.toMatch(/<script/i)
     expect(html).not.toMatch(/(src|href)="https?:/i)

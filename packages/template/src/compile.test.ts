@@ -120,3 +120,11 @@ describe('compileTemplate', () => {
     expect(many.names).toEqual(['a'])
   })
 })
+
+describe('__proto__ (issue 14, finding 9)', () => {
+  it('is not a placeholder: no request can supply it, so it stays text', () => {
+    expect(extractPlaceholders('{{__proto__}} and {{ __proto__ }} and {{a}}')).toEqual(['a'])
+    expect(compileTemplate('x {{__proto__}} y').tail).toBe('x {{__proto__}} y')
+    expect(extractPlaceholders('{{__proto__x}} {{constructor}}')).toEqual(['__proto__x', 'constructor'])
+  })
+})

@@ -24,6 +24,33 @@ export interface CompiledTemplate {
   readonly tail: string
   /** Unique placeholder names, in order of first appearance. */
   readonly names: readonly string[]
+  /** UTF-8 sizes of the literal parts, so that a render knows its size before building it. */
+  readonly bytes: {
+    /** Per slot: its `before` text. */
+    readonly before: readonly number[]
+    /** Per slot: the placeholder as written. */
+    readonly raw: readonly number[]
+    readonly tail: number
+  }
+}
+
+/** Size of a string in UTF-8 (a lone surrogate counts as the 3 bytes of U+FFFD). */
+export function utf8Length(text: string): number {
+  let bytes = text.length
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) continue
+    if (c < 0x800) bytes += 1
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1)
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        // A pair: 2 code units, 4 bytes.
+        bytes += 2
+        i++
+      } else bytes += 2
+    } else bytes += 2
+  }
+  return bytes
 }
 
 const CLOSE_BRACE = 0x7d
@@ -77,9 +104,15 @@ export function compileTemplate(template: string): CompiledTemplate {
       const nameEnd = i
       while (i < len && isSpace(template.charCodeAt(i))) i++
       // charCodeAt past the end is NaN, which fails the comparison, so no bounds check is needed.
-      if (template.charCodeAt(i) === CLOSE_BRACE && template.charCodeAt(i + 1) === CLOSE_BRACE) {
+      const name = template.slice(nameStart, nameEnd)
+      // `__proto__` is no placeholder: no JSON body can supply it (parsers refuse the key), so
+      // it would be a required variable nobody can satisfy (issue 14, finding 9). It stays text.
+      if (
+        name !== '__proto__' &&
+        template.charCodeAt(i) === CLOSE_BRACE &&
+        template.charCodeAt(i + 1) === CLOSE_BRACE
+      ) {
         const end = i + 2
-        const name = template.slice(nameStart, nameEnd)
         let id = ids.get(name)
         if (id === undefined) {
           id = names.length
@@ -95,7 +128,13 @@ export function compileTemplate(template: string): CompiledTemplate {
     // Retry one character on, not two, so that `{{{a}}}` still finds the inner `{{a}}`.
     open = template.indexOf('{{', open + 1)
   }
-  return { source: template, slots, tail: template.slice(literalStart), names }
+  const tail = template.slice(literalStart)
+  const bytes = {
+    before: slots.map((slot) => utf8Length(slot.before)),
+    raw: slots.map((slot) => utf8Length(slot.raw)),
+    tail: utf8Length(tail),
+  }
+  return { source: template, slots, tail, names, bytes }
 }
 
 /** Unique placeholder names in order of first appearance. */

@@ -169,13 +169,15 @@ describe('renderTemplate: values', () => {
 
   it('ignores inherited properties of the values object', () => {
     const r = invoke('{{constructor}}|{{toString}}|{{__proto__}}', {})
-    expect(r.renderedContent).toBe('||')
-    expect(r.unresolved).toEqual(['constructor', 'toString', '__proto__'])
+    // `{{__proto__}}` is text, not a placeholder (issue 14, finding 9; docs/decisions.md).
+    expect(r.renderedContent).toBe('||{{__proto__}}')
+    expect(r.unresolved).toEqual(['constructor', 'toString'])
   })
 
-  it('accepts an own __proto__ key (as produced by JSON.parse)', () => {
-    const values: Record<string, unknown> = JSON.parse('{"__proto__":"p"}')
-    expect(invoke('{{__proto__}}', values).renderedContent).toBe('p')
+  it('leaves {{__proto__}} as text even when the values hold an own __proto__ key (JSON.parse makes one)', () => {
+    const values: Record<string, unknown> = JSON.parse('{"__proto__":"p","a":"v"}')
+    expect(invoke('{{__proto__}}{{a}}', values).renderedContent).toBe('{{__proto__}}v')
+    expect(Object.getPrototypeOf({})).toBe(Object.prototype)
   })
 
   it('accepts values with a null prototype', () => {
@@ -335,5 +337,39 @@ describe('large templates', () => {
     const t = '{{a}}'.repeat(20_000)
     const r = renderTemplate(t, [], { a: 'b' }, 'invoke')
     expect(r.renderedContent).toBe('b'.repeat(20_000))
+  })
+})
+
+describe('output size limit (issue 14, finding 2)', () => {
+  it('counts UTF-8 bytes exactly', async () => {
+    const { utf8Length } = await import('./compile.ts')
+    for (const text of ['', 'abc', 'é', '€', '😀', 'a😀é€z', '\ud800', '\udc00x', 'x\ud83d']) {
+      expect(utf8Length(text), JSON.stringify(text)).toBe(new TextEncoder().encode(text).length)
+    }
+  })
+
+  it('refuses before building a text over the limit, and renders one at the limit', () => {
+    const template = `ab${'{{x}}'.repeat(10)}cd`
+    const values = { x: 'é'.repeat(5) } // 10 bytes each
+    const exact = renderTemplate(template, [], values, 'invoke', { maxOutputBytes: 104 })
+    expect(exact.renderedContent).toBe(`ab${'é'.repeat(50)}cd`)
+    expect(() => renderTemplate(template, [], values, 'invoke', { maxOutputBytes: 103 })).toThrow(
+      expect.objectContaining({ code: 'RENDER_TOO_LARGE', statusCode: 422 }),
+    )
+  })
+
+  it('counts an unresolved placeholder of inject as written', () => {
+    const template = 'a {{ missing }} b'
+    expect(renderTemplate(template, [], {}, 'inject', { maxOutputBytes: 17 }).renderedContent).toBe(template)
+    expect(() => renderTemplate(template, [], {}, 'inject', { maxOutputBytes: 16 })).toThrow(
+      expect.objectContaining({ code: 'RENDER_TOO_LARGE' }),
+    )
+  })
+
+  it('refuses 20,000 placeholders of a 1 KB value within a 1 MiB limit quickly, without building 20 MB', () => {
+    const compiled = compileTemplate('{{x}}'.repeat(20_000))
+    expect(() =>
+      renderCompiled(compiled, [], { x: 'v'.repeat(1024) }, 'invoke', { maxOutputBytes: 1024 * 1024 }),
+    ).toThrow(expect.objectContaining({ code: 'RENDER_TOO_LARGE' }))
   })
 })

@@ -96,11 +96,18 @@ describe('syncVariables', () => {
 describe('package entry point', () => {
   it('exports the public API', () => {
     expect(Object.keys(api).sort()).toEqual([
+      'asMessageList',
+      'chatTemplate',
+      'chatVariableNames',
+      'compileChat',
       'compileTemplate',
       'extractPlaceholders',
       'formatValue',
+      'messageBlock',
+      'renderChat',
       'renderCompiled',
       'renderTemplate',
+      'syncVariableNames',
       'syncVariables',
     ])
   })

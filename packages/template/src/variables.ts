@@ -21,11 +21,26 @@ function normalise(input: VariableInput): Variable {
  * as required in order of appearance.
  */
 export function syncVariables(template: string, declared: readonly VariableInput[]): SyncedVariables {
-  const placeholders = extractPlaceholders(template)
+  return syncVariableNames(extractPlaceholders(template), declared)
+}
+
+/**
+ * `syncVariables` for a list of used names (a chat prompt's, over all its messages). Names in
+ * `alwaysRequired` (a chat prompt's placeholder messages) are required whatever was declared.
+ */
+export function syncVariableNames(
+  placeholders: readonly string[],
+  declared: readonly VariableInput[],
+  alwaysRequired: readonly string[] = [],
+): SyncedVariables {
   const used = new Set(placeholders)
   const byName = new Map<string, Variable>()
   for (const input of declared) {
     if (!byName.has(input.name)) byName.set(input.name, normalise(input))
+  }
+  for (const name of alwaysRequired) {
+    const v = byName.get(name)
+    if (v) v.required = true
   }
   const variables = [...byName.values()]
   const staleVariables = variables.filter((v) => !used.has(v.name)).map((v) => v.name)

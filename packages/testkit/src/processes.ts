@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
@@ -77,4 +77,23 @@ export async function waitForHttp(url: string, timeoutMs = 20_000, proc?: Runnin
   throw new Error(
     `${url} not ready after ${timeoutMs} ms (${last})${proc ? `\n${proc.logs.slice(-20).join('\n')}` : ''}`,
   )
+}
+
+/**
+ * A Node.js binary of the given major version, for tests that check what users on that version
+ * get (the packed client and CLI on Node 20): `NODE<major>` from the environment, the system's
+ * node, or the one running the tests; undefined when none is that version.
+ */
+export function findNode(major: number): string | undefined {
+  const candidates = [process.env[`NODE${major}`], '/usr/bin/node', '/usr/local/bin/node', process.execPath]
+  for (const candidate of candidates) {
+    if (!candidate) continue
+    try {
+      const version = execFileSync(candidate, ['-p', 'process.versions.node'], { encoding: 'utf8' })
+      if (Number(version.split('.')[0]) === major) return candidate
+    } catch {
+      // not there, or not runnable: try the next one
+    }
+  }
+  return undefined
 }

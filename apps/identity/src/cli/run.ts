@@ -1,16 +1,10 @@
 import { parseArgs } from 'node:util'
-import {
-  type ApiKeyRevokedEvent,
-  AppError,
-  type CreateApiKeyRequest,
-  SCOPES,
-  type Scope,
-  SUBJECTS,
-} from '@pm/contracts'
+import { AppError, type CreateApiKeyRequest, SCOPES, type Scope } from '@pm/contracts'
 import { createBus, type EventBus } from '@pm/bus'
 import { ConfigError, isId } from '@pm/kit'
 import { type IdentityCliConfig, loadIdentityCliConfig } from '../config.ts'
-import { IdentityService, publicApiKey, publicOrganization } from '../domain/identity.ts'
+import { publicOrganization } from '../domain/views.ts'
+import { IdentityService, NO_BROADCAST } from '../services/identity.ts'
 import { openIdentityStore } from '../store/open.ts'
 import type { IdentityStore, OrganizationRecord } from '../store/types.ts'
 
@@ -116,7 +110,13 @@ async function ownerOf(store: IdentityStore, org: OrganizationRecord): Promise<s
 
 async function run(command: string, values: Values, io: CliIo, config: IdentityCliConfig): Promise<unknown> {
   const store = await openIdentityStore(config)
-  const identity = new IdentityService(store)
+  // Only a revocation is announced (to the gateways, over the bus); nothing else the CLI does
+  // changes what a gateway caches, so no bus is opened for it.
+  const bus =
+    command === 'revoke-key'
+      ? await (io.openBus ?? ((c) => createBus(c.NATS_URL, 'identity-cli')))(config)
+      : null
+  const identity = new IdentityService(store, bus ?? NO_BROADCAST)
   try {
     switch (command) {
       case 'create-user': {
@@ -166,29 +166,25 @@ async function run(command: string, values: Values, io: CliIo, config: IdentityC
       }
       case 'list-keys': {
         const org = await findOrg(store, need(values, 'org'))
-        return { apiKeys: (await store.listApiKeys(org._id)).map(publicApiKey) }
+        return { apiKeys: await identity.listApiKeys(org._id) }
       }
       case 'revoke-key': {
         const org = await findOrg(store, need(values, 'org'))
-        const key = await store.revokeApiKey(org._id, need(values, 'key-id'), new Date().toISOString())
-        if (!key) throw new AppError('NOT_FOUND', `no API key ${values['key-id']} in ${org.slug}`)
-        const bus = await (io.openBus ?? ((c) => createBus(c.NATS_URL, 'identity-cli')))(config)
+        const keyId = need(values, 'key-id')
         try {
-          const event: ApiKeyRevokedEvent = {
-            keyId: key._id,
-            hash: key.hash,
-            organizationId: key.organizationId,
-          }
-          bus.broadcast(SUBJECTS.apiKeyRevoked, event)
-        } finally {
-          await bus.close() // drains: the broadcast is sent before the process exits
+          // Identity's own revocation, which announces it to the gateways.
+          return await identity.revokeApiKey(org._id, keyId)
+        } catch (err) {
+          if (err instanceof AppError && err.code === 'NOT_FOUND')
+            throw new AppError('NOT_FOUND', `no API key ${keyId} in ${org.slug}`)
+          throw err
         }
-        return publicApiKey(key)
       }
       default:
         throw new UsageError(`unknown command ${command}`)
     }
   } finally {
+    await bus?.close() // drains: a broadcast is sent before the process exits
     await store.close()
   }
 }

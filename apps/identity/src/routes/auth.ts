@@ -1,67 +1,136 @@
 import {
+  API_ROUTES,
   AppError,
-  LoginRequest,
-  LoginResponse,
-  LogoutRequest,
-  RefreshRequest,
-  RegisterRequest,
+  CSRF_HEADER,
+  REFRESH_COOKIE,
+  REFRESH_COOKIE_PATH,
+  SESSION_HINT_COOKIE,
 } from '@pm/contracts'
-import type { Service } from '@pm/kit'
-import type { IdentityDeps } from '../app.ts'
+import { route, type Service } from '@pm/kit'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { IdentityDeps } from '../deps.ts'
+import type { SessionTokens } from '../services/sessions.ts'
+
+/**
+ * Browser sessions (DESIGN section 10): the refresh token travels only in an HttpOnly,
+ * Secure, SameSite=Strict cookie scoped to the auth routes. The gateway drops `Secure` in
+ * development on plain HTTP (it alone knows the protocol the browser used). Beside it, a
+ * secret-free `pm_session=1` tells the page whether a session may exist.
+ */
+function setRefreshCookie(reply: FastifyReply, token: string, maxAgeSeconds: number): void {
+  reply.setCookie(REFRESH_COOKIE, token, {
+    httpOnly: true,
+    secure: true,
+    sameSite: 'strict',
+    path: REFRESH_COOKIE_PATH,
+    maxAge: maxAgeSeconds,
+  })
+  reply.setCookie(SESSION_HINT_COOKIE, '1', {
+    secure: true,
+    sameSite: 'strict',
+    path: '/',
+    maxAge: maxAgeSeconds,
+  })
+}
+
+function clearRefreshCookie(reply: FastifyReply): void {
+  reply.clearCookie(REFRESH_COOKIE, {
+    httpOnly: true,
+    secure: true,
+    sameSite: 'strict',
+    path: REFRESH_COOKIE_PATH,
+  })
+  reply.clearCookie(SESSION_HINT_COOKIE, { secure: true, sameSite: 'strict', path: '/' })
+}
+
+/** The refresh token of the body, else of the cookie (which needs the CSRF header). */
+function refreshTokenOf(
+  request: FastifyRequest,
+  fromBody: string | undefined,
+): {
+  token: string
+  cookie: boolean
+} {
+  if (fromBody !== undefined) return { token: fromBody, cookie: false }
+  const token = request.cookies[REFRESH_COOKIE]
+  if (!token) {
+    throw new AppError('VALIDATION_ERROR', 'refreshToken is required (in the body or the session cookie)', [
+      { path: '/body/refreshToken', message: 'is required' },
+    ])
+  }
+  const csrf = request.headers[CSRF_HEADER]
+  if (typeof csrf !== 'string' || csrf.trim() === '') {
+    throw new AppError('FORBIDDEN', `the ${CSRF_HEADER} header is required with the session cookie`)
+  }
+  return { token, cookie: true }
+}
+
+/** A logout without a body (cookie mode) is validated as `{}`. */
+async function emptyBodyAsObject(request: FastifyRequest): Promise<void> {
+  if (request.body === undefined) request.body = {}
+}
 
 export function authRoutes(app: Service, deps: IdentityDeps): void {
-  const { identity, tokens, store, sessions } = deps
+  const { identity, tokens, sessions } = deps
+  const cookieMaxAge = deps.config.REFRESH_TOKEN_TTL_SECONDS
 
-  app.post(
-    '/api/v1/auth/login',
-    { schema: { body: LoginRequest, response: { 200: LoginResponse } } },
-    async (request) => {
-      const user = await identity.authenticate(request.body.email, request.body.password)
-      if (!user) throw new AppError('INVALID_CREDENTIALS', 'email or password is wrong')
-      const [org] = await store.listOrganizationsForUser(user._id)
-      const session = await sessions.start(user, org?._id ?? null)
-      request.log.info({ userId: user._id }, 'login')
-      return session
-    },
-  )
+  /** In cookie mode the refresh token goes into the cookie and out of the answer. */
+  const answer = (reply: FastifyReply, session: SessionTokens, cookie: boolean | undefined) => {
+    if (!cookie) return session
+    const { refreshToken, ...rest } = session
+    setRefreshCookie(reply, refreshToken, cookieMaxAge)
+    reply.header('cache-control', 'no-store')
+    return rest
+  }
 
-  app.post(
-    '/api/v1/auth/refresh',
-    { schema: { body: RefreshRequest, response: { 200: LoginResponse } } },
-    async (request) => {
-      const outcome = await sessions.refresh(request.body.refreshToken, request.body.organizationId)
-      if (!outcome.ok) {
-        if (outcome.reason === 'reused') {
-          request.log.warn(
-            { userId: outcome.userId, familyId: outcome.familyId },
-            'refresh token reused: the session is revoked',
-          )
-        }
-        throw new AppError('INVALID_CREDENTIALS', 'the refresh token is invalid, expired or revoked')
-      }
-      request.log.info({ userId: outcome.session.user._id, familyId: outcome.familyId }, 'session refreshed')
-      return outcome.session
-    },
-  )
-
-  app.post('/api/v1/auth/logout', { schema: { body: LogoutRequest } }, async (request, reply) => {
-    await sessions.logout(request.body.refreshToken)
-    reply.code(204).send()
+  route(app, API_ROUTES.login, async (request, reply) => {
+    const user = await identity.authenticate(request.body.email, request.body.password)
+    if (!user) throw new AppError('INVALID_CREDENTIALS', 'email or password is wrong')
+    const [org] = await identity.organizationsOf({ userId: user._id })
+    const session = await sessions.start(user, org?._id ?? null)
+    request.log.info({ userId: user._id, cookie: request.body.cookie === true }, 'login')
+    return answer(reply, session, request.body.cookie)
   })
+
+  route(app, API_ROUTES.refreshToken, async (request, reply) => {
+    const { token, cookie } = refreshTokenOf(request, request.body.refreshToken)
+    const outcome = await sessions.refresh(token, request.body.organizationId)
+    if (!outcome.ok) {
+      if (outcome.reason === 'reused') {
+        request.log.warn(
+          { userId: outcome.userId, familyId: outcome.familyId },
+          'refresh token reused: the session is revoked',
+        )
+      }
+      if (cookie) clearRefreshCookie(reply)
+      throw new AppError('INVALID_CREDENTIALS', 'the refresh token is invalid, expired or revoked')
+    }
+    request.log.info({ userId: outcome.session.user._id, familyId: outcome.familyId }, 'session refreshed')
+    return answer(reply, outcome.session, cookie)
+  })
+
+  route(
+    app,
+    API_ROUTES.logout,
+    async (request, reply) => {
+      const { token, cookie } = refreshTokenOf(request, request.body.refreshToken)
+      await sessions.logout(token)
+      if (cookie) clearRefreshCookie(reply)
+      reply.code(204).send()
+    },
+    { preValidation: emptyBodyAsObject },
+  )
 
   // Without AUTH_ALLOW_SIGNUP the route does not exist: 404 whatever the body.
   if (deps.config.AUTH_ALLOW_SIGNUP) {
-    app.post(
-      '/api/v1/auth/register',
-      { schema: { body: RegisterRequest, response: { 201: LoginResponse } } },
-      async (request, reply) => {
-        const user = await identity.createUser(request.body)
-        const organization = await identity.createOrganization(`${user.name}'s workspace`, user._id)
-        request.log.info({ userId: user._id, organizationId: organization._id }, 'signed up')
-        reply.code(201)
-        return sessions.start(user, organization._id)
-      },
-    )
+    route(app, API_ROUTES.register, async (request, reply) => {
+      const { cookie, ...input } = request.body
+      const user = await identity.createUser(input)
+      const organization = await identity.createOrganization(`${user.name}'s workspace`, user._id)
+      request.log.info({ userId: user._id, organizationId: organization._id }, 'signed up')
+      reply.code(201)
+      return answer(reply, await sessions.start(user, organization._id), cookie)
+    })
   }
 
   app.get('/.well-known/jwks.json', { config: { auth: 'none' } }, async (_request, reply) => {

@@ -2,9 +2,7 @@ import { AppError, ObjectId, ResolvedApiKey } from '@pm/contracts'
 import type { Service } from '@pm/kit'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import type { IdentityDeps } from '../app.ts'
-
-const TOUCH_INTERVAL_MS = 60_000
+import type { IdentityDeps } from '../deps.ts'
 
 function requireService(request: FastifyRequest): void {
   if (request.caller.kind !== 'service') throw new AppError('NOT_FOUND', 'not found')
@@ -12,7 +10,7 @@ function requireService(request: FastifyRequest): void {
 
 /** Routes for the gateway only (it signs a 'service' context); never proxied. */
 export function internalRoutes(app: Service, deps: IdentityDeps): void {
-  const { store } = deps
+  const { identity } = deps
 
   app.post(
     '/internal/api-keys/resolve',
@@ -27,20 +25,7 @@ export function internalRoutes(app: Service, deps: IdentityDeps): void {
     },
     async (request) => {
       requireService(request)
-      const key = await store.findApiKeyByHash(request.body.hash)
-      if (!key) throw new AppError('NOT_FOUND', 'api key not found')
-      const now = Date.now()
-      if (!key.lastUsedAt || now - Date.parse(key.lastUsedAt) > TOUCH_INTERVAL_MS) {
-        await store.touchApiKey(key._id, new Date(now).toISOString())
-      }
-      return {
-        _id: key._id,
-        organizationId: key.organizationId,
-        scopes: key.scopes,
-        expiresAt: key.expiresAt,
-        revokedAt: key.revokedAt,
-        rateLimit: key.rateLimit,
-      }
+      return identity.resolveApiKey(request.body.hash)
     },
   )
 
@@ -53,9 +38,7 @@ export function internalRoutes(app: Service, deps: IdentityDeps): void {
     },
     async (request) => {
       requireService(request)
-      const m = await store.getMembership(request.params.organizationId, request.params.userId)
-      if (!m) throw new AppError('NOT_FOUND', 'membership not found')
-      return m
+      return identity.getMembership(request.params.organizationId, request.params.userId)
     },
   )
 }

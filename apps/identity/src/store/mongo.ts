@@ -1,4 +1,4 @@
-import { isDuplicateKey } from '@pm/kit'
+import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import {
   type ApiKeyRecord,
@@ -64,13 +64,20 @@ export class MongoIdentityStore implements IdentityStore {
       this.users.createIndex({ email: 1 }, { unique: true }),
       this.orgs.createIndex({ slug: 1 }, { unique: true }),
       this.memberships.createIndex({ userId: 1, status: 1 }),
-      this.memberships.createIndex({ organizationId: 1, createdAt: 1 }),
+      // Sorts with their tie-break in the index: no in-memory sort (listMemberships, listApiKeys).
+      this.memberships.createIndex({ organizationId: 1, createdAt: 1, userId: 1 }),
       this.refreshTokens.createIndex({ hash: 1 }, { unique: true }),
       this.refreshTokens.createIndex({ familyId: 1 }),
       this.refreshTokens.createIndex({ expireAt: 1 }, { expireAfterSeconds: 0 }),
       this.keys.createIndex({ hash: 1 }, { unique: true }),
-      this.keys.createIndex({ organizationId: 1, createdAt: 1 }),
-      this.signingKeys.createIndex({ createdAt: -1 }),
+      this.keys.createIndex({ organizationId: 1, createdAt: 1, _id: 1 }),
+      this.signingKeys.createIndex({ createdAt: -1, _id: -1 }),
+    ])
+    // Their narrower predecessors.
+    await Promise.all([
+      dropReplacedIndex(this.memberships, 'organizationId_1_createdAt_1'),
+      dropReplacedIndex(this.keys, 'organizationId_1_createdAt_1'),
+      dropReplacedIndex(this.signingKeys, 'createdAt_-1'),
     ])
   }
 
@@ -92,7 +99,7 @@ export class MongoIdentityStore implements IdentityStore {
   }
 
   async createOrganization(org: OrganizationRecord, owner: MembershipRecord): Promise<void> {
-    const session = this.client.startSession()
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       await session.withTransaction(async () => {
         await this.orgs.insertOne({ ...org }, { session })
@@ -171,7 +178,7 @@ export class MongoIdentityStore implements IdentityStore {
     userId: string,
     change: MembershipChange,
   ): Promise<MembershipChangeResult> {
-    const session = this.client.startSession()
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       let result: MembershipChangeResult = { outcome: 'not-found' }
       await session.withTransaction(async () => {

@@ -1,6 +1,7 @@
 import type { DatabaseSync } from 'node:sqlite'
 import {
   isUniqueViolation,
+  closeSqlite,
   openSqlite,
   transaction,
   queryAll,
@@ -419,6 +420,6 @@ export class SqliteIdentityStore implements IdentityStore {
   }
 
   async close(): Promise<void> {
-    if (this.db.isOpen) this.db.close()
+    closeSqlite(this.db)
   }
 }

@@ -27,6 +27,63 @@ async function formatError(p: Promise<unknown>): Promise<CsvFormatError> {
 }
 
 describe('parsePromptCsv', () => {
+  it('reads chat prompts (type, messages) and config as JSON columns, reporting bad ones by row', async () => {
+    const cell = (v: unknown) => `"${JSON.stringify(v).replaceAll('"', '""')}"`
+    const messages = [
+      { role: 'system', content: 'You are {{persona}}' },
+      { type: 'placeholder', name: 'history' },
+    ]
+    const csv = [
+      'name,type,template,messages,config',
+      `Chat,chat,,${cell(messages)},${cell({ model: 'm', temperature: 0.3 })}`,
+      `Text,,Hi {{a}},,${cell({ model: 'x' })}`,
+      `Bad role,chat,,${cell([{ role: 'wizard', content: 'x' }])},`,
+      'No messages,chat,,,',
+      `Empty list,chat,,${cell([])},`,
+      `Too many,chat,,${cell(Array.from({ length: 101 }, () => ({ role: 'user', content: 'x' })))},`,
+      `Config list,text,Hi,,${cell([1, 2])}`,
+      'Config junk,text,Hi,,{nope',
+      `Both,chat,Hi,${cell(messages)},`,
+      'Odd type,image,Hi,,',
+    ].join('\n')
+    expect(await collect(csv)).toEqual([
+      {
+        row: 2,
+        ok: true,
+        value: {
+          name: 'Chat',
+          type: 'chat',
+          messages,
+          description: '',
+          tags: [],
+          config: { model: 'm', temperature: 0.3 },
+        },
+      },
+      {
+        row: 3,
+        ok: true,
+        value: {
+          name: 'Text',
+          type: 'text',
+          template: 'Hi {{a}}',
+          description: '',
+          tags: [],
+          config: { model: 'x' },
+        },
+      },
+      { row: 4, ok: false, message: expect.stringMatching(/^messages must be \{role, content\}/) },
+      { row: 5, ok: false, message: 'messages are required for a chat prompt' },
+      { row: 6, ok: false, message: 'messages must be a JSON list of at least one message' },
+      { row: 7, ok: false, message: 'more than 100 messages' },
+      { row: 8, ok: false, message: 'config must be a JSON object' },
+      { row: 9, ok: false, message: 'config is not valid JSON' },
+      { row: 10, ok: false, message: 'template is derived for chat prompts: leave it empty' },
+      { row: 11, ok: false, message: 'type must be text or chat' },
+    ])
+    // A file of chat prompts needs no template column.
+    expect(await collect(`name,type,messages\nC,chat,${cell(messages)}`)).toMatchObject([{ ok: true }])
+  })
+
   it('reads a good file: any column order, header case and spacing, optional columns, extra columns', async () => {
     const csv = [
       ' Template ,NAME,Notes,tags , description',
@@ -39,6 +96,7 @@ describe('parsePromptCsv', () => {
         ok: true,
         value: {
           name: 'Greeter',
+          type: 'text',
           template: 'Hello {{name}}',
           description: 'Says hello',
           tags: ['greet', 'intro'],
@@ -49,6 +107,7 @@ describe('parsePromptCsv', () => {
         ok: true,
         value: {
           name: 'Two lines',
+          type: 'text',
           template: 'Line one, with comma\nLine two "quoted"',
           description: '',
           tags: [],
@@ -60,7 +119,7 @@ describe('parsePromptCsv', () => {
   it('needs only name and template', async () => {
     const rows = await collect('name,template\r\nA,tpl\r\n')
     expect(rows).toEqual([
-      { row: 2, ok: true, value: { name: 'A', template: 'tpl', description: '', tags: [] } },
+      { row: 2, ok: true, value: { name: 'A', type: 'text', template: 'tpl', description: '', tags: [] } },
     ])
   })
 
@@ -82,6 +141,7 @@ describe('parsePromptCsv', () => {
       ok: true,
       value: {
         name: 'Prompt 10000',
+        type: 'text',
         template: 'Hello {{user}}, this is #10000',
         description: 'Description 10000',
         tags: ['a', 'b'],
@@ -93,7 +153,7 @@ describe('parsePromptCsv', () => {
     const csv = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('name,template\nA,B\n')])
     for (const size of [1, 2, 1024]) {
       expect(await collect(csv, limits, size)).toEqual([
-        { row: 2, ok: true, value: { name: 'A', template: 'B', description: '', tags: [] } },
+        { row: 2, ok: true, value: { name: 'A', type: 'text', template: 'B', description: '', tags: [] } },
       ])
     }
   })
@@ -251,7 +311,7 @@ describe('parsePromptCsv', () => {
       { row: 2, ok: false, message: 'name is required' },
       { row: 3, ok: false, message: 'template is required' },
       { row: 4, ok: false, message: 'name is required; template is required' },
-      { row: 5, ok: true, value: { name: 'B', template: 'b', description: '', tags: [] } },
+      { row: 5, ok: true, value: { name: 'B', type: 'text', template: 'b', description: '', tags: [] } },
     ])
   })
 
@@ -286,7 +346,7 @@ describe('parsePromptCsv', () => {
     for await (const r of parsePromptCsv(Readable.from(['name,temp', 'late\nA,', 'b\n']), limits))
       rows.push(r)
     expect(rows).toEqual([
-      { row: 2, ok: true, value: { name: 'A', template: 'b', description: '', tags: [] } },
+      { row: 2, ok: true, value: { name: 'A', type: 'text', template: 'b', description: '', tags: [] } },
     ])
   })
 
@@ -314,7 +374,7 @@ describe('validatePromptCsv', () => {
   it('returns every row, good and bad', async () => {
     const { rows } = await validatePromptCsv(Buffer.from('name,template,tags\nA,a,x\n,b,\n'), limits)
     expect(rows).toEqual([
-      { row: 2, ok: true, value: { name: 'A', template: 'a', description: '', tags: ['x'] } },
+      { row: 2, ok: true, value: { name: 'A', type: 'text', template: 'a', description: '', tags: ['x'] } },
       { row: 3, ok: false, message: 'name is required' },
     ])
   })

@@ -1,6 +1,7 @@
 import { pipeline } from 'node:stream/promises'
-import { AppError, TEMPLATE_MAX } from '@pm/contracts'
+import { AppError, type ChatMessage, type PromptConfig, type PromptType, TEMPLATE_MAX } from '@pm/contracts'
 import { CsvError, parse } from 'csv-parse'
+import { parseMessages } from './content.ts'
 
 export const NAME_MAX = 200
 // The same bounds the create route puts on these fields, so an imported row is one it would accept.
@@ -9,14 +10,18 @@ export const TAG_MAX = 50
 export const TAGS_MAX = 50
 
 const REQUIRED_COLUMNS = ['name', 'template'] as const
-const KNOWN_COLUMNS = ['name', 'template', 'description', 'tags'] as const
+const KNOWN_COLUMNS = ['name', 'template', 'description', 'tags', 'type', 'messages', 'config'] as const
 type Column = (typeof KNOWN_COLUMNS)[number]
 
+/** A row as the create route would take it: a text prompt's template or a chat prompt's messages. */
 export interface CsvPrompt {
   name: string
-  template: string
+  type: PromptType
+  template?: string
+  messages?: ChatMessage[]
   description: string
   tags: string[]
+  config?: PromptConfig
 }
 
 /**
@@ -110,7 +115,10 @@ function columnIndexes(header: string[]): Map<Column, number> {
     if (found.has(known)) duplicates.add(known)
     else found.set(known, i)
   })
-  const missing = REQUIRED_COLUMNS.filter((c) => !found.has(c))
+  // A file of chat prompts may have a messages column instead of a template column.
+  const missing = REQUIRED_COLUMNS.filter(
+    (c) => !found.has(c) && !(c === 'template' && found.has('messages')),
+  )
   if (missing.length > 0) {
     throw new CsvFormatError(`missing required column${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`)
   }
@@ -131,16 +139,47 @@ export function splitTags(cell: string): string[] {
   return [...tags]
 }
 
+/** The optional `config` cell: a JSON object (its size is checked when the prompt is created). */
+function parseConfig(cell: string): { config?: PromptConfig; problem?: string } {
+  if (cell.trim() === '') return {}
+  let value: unknown
+  try {
+    value = JSON.parse(cell)
+  } catch {
+    return { problem: 'config is not valid JSON' }
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { problem: 'config must be a JSON object' }
+  }
+  return { config: value as PromptConfig }
+}
+
 function toRow(row: number, cell: (c: Column) => string): CsvRow {
   const name = cell('name').trim()
   const template = cell('template')
   const description = cell('description').trim()
   const tags = splitTags(cell('tags'))
+  const typeCell = cell('type').trim().toLowerCase()
   const problems: string[] = []
   if (name === '') problems.push('name is required')
   else if (name.length > NAME_MAX) problems.push(`name is longer than ${NAME_MAX} characters`)
-  if (template.trim() === '') problems.push('template is required')
-  else if (template.length > TEMPLATE_MAX) problems.push(`template is longer than ${TEMPLATE_MAX} characters`)
+  const type: PromptType | undefined =
+    typeCell === '' || typeCell === 'text' ? 'text' : typeCell === 'chat' ? 'chat' : undefined
+  let messages: ChatMessage[] | undefined
+  if (type === undefined) problems.push('type must be text or chat')
+  else if (type === 'text') {
+    if (template.trim() === '') problems.push('template is required')
+    else if (template.length > TEMPLATE_MAX)
+      problems.push(`template is longer than ${TEMPLATE_MAX} characters`)
+    if (cell('messages').trim() !== '') problems.push('messages are for chat prompts (type chat)')
+  } else {
+    if (template.trim() !== '') problems.push('template is derived for chat prompts: leave it empty')
+    const parsed = parseMessages(cell('messages'))
+    if (typeof parsed === 'string') problems.push(parsed)
+    else messages = parsed
+  }
+  const { config, problem } = parseConfig(cell('config'))
+  if (problem) problems.push(problem)
   if (description.length > DESCRIPTION_MAX) {
     problems.push(`description is longer than ${DESCRIPTION_MAX} characters`)
   }
@@ -151,7 +190,9 @@ function toRow(row: number, cell: (c: Column) => string): CsvRow {
   }
   if (problems.length > 0) return { row, ok: false, message: problems.join('; ') }
   // The template is kept as written: leading and trailing whitespace can be part of a prompt.
-  return { row, ok: true, value: { name, template, description, tags } }
+  const content =
+    type === 'chat' ? { type, ...(messages ? { messages } : {}) } : { type: 'text' as const, template }
+  return { row, ok: true, value: { name, ...content, description, tags, ...(config ? { config } : {}) } }
 }
 
 /**

@@ -13,6 +13,8 @@ describe('diffVersions', () => {
       to: 'v2',
       template: { hunks: [], added: 0, removed: 0 },
       variables: { added: [], removed: [], changed: [] },
+      messages: { added: [], removed: [], changed: [] },
+      config: { changed: false, before: null, after: null },
     })
   })
 
@@ -22,7 +24,7 @@ describe('diffVersions', () => {
       { template: 'a\nB\nc', variables: [] },
       labels,
     )
-    expect(Object.keys(d).sort()).toEqual(['from', 'template', 'to', 'variables'])
+    expect(Object.keys(d).sort()).toEqual(['config', 'from', 'messages', 'template', 'to', 'variables'])
     expect(Object.keys(d.template).sort()).toEqual(['added', 'hunks', 'removed'])
     expect(Object.keys(d.variables).sort()).toEqual(['added', 'changed', 'removed'])
     expect(d.template.hunks).toHaveLength(1)
@@ -136,5 +138,49 @@ describe('diffVersions', () => {
     expect(d.variables.changed).toEqual([])
     expect(d.template.added).toBe(1)
     expect(d.template.removed).toBe(1)
+  })
+
+  it('diffs chat messages by index and config as a whole', () => {
+    const system = { role: 'system' as const, content: 'Be brief.' }
+    const history = { type: 'placeholder' as const, name: 'history' }
+    const d = diffVersions(
+      {
+        template: '',
+        variables: [],
+        messages: [system, { role: 'user', content: 'Hi {{name}}' }],
+        config: { model: 'a', temperature: 0 },
+      },
+      {
+        template: '',
+        variables: [],
+        messages: [system, history, { role: 'user', content: 'Hi {{name}}' }],
+        config: { temperature: 0, model: 'b' },
+      },
+      labels,
+    )
+    expect(d.messages).toEqual({
+      added: [{ index: 2, message: { role: 'user', content: 'Hi {{name}}' } }],
+      removed: [],
+      changed: [{ index: 1, before: { role: 'user', content: 'Hi {{name}}' }, after: history }],
+    })
+    expect(d.config).toEqual({
+      changed: true,
+      before: { model: 'a', temperature: 0 },
+      after: { temperature: 0, model: 'b' },
+    })
+    const same = diffVersions(
+      { template: '', variables: [], messages: [system], config: { a: [1, { b: 2 }] } },
+      { template: '', variables: [], messages: [{ ...system }], config: { a: [1, { b: 2 }] } },
+      labels,
+    )
+    expect(same.messages).toEqual({ added: [], removed: [], changed: [] })
+    expect(same.config.changed).toBe(false)
+    const shorter = diffVersions(
+      { template: '', variables: [], messages: [system, history] },
+      { template: '', variables: [], messages: [system] },
+      labels,
+    )
+    expect(shorter.messages.removed).toEqual([{ index: 1, message: history }])
+    expect(shorter.config).toEqual({ changed: false, before: null, after: null })
   })
 })

@@ -1,4 +1,5 @@
-import type { Variable } from '@pm/contracts'
+import { isDeepStrictEqual } from 'node:util'
+import type { ChatMessage, PromptConfig, Variable } from '@pm/contracts'
 import { structuredPatch } from 'diff'
 
 /** Lines of unchanged text around each change, as in `git diff`. */
@@ -7,6 +8,9 @@ export const DIFF_CONTEXT_LINES = 3
 export interface DiffSide {
   template: string
   variables: Variable[]
+  /** Chat prompts only. */
+  messages?: ChatMessage[]
+  config?: PromptConfig
 }
 
 export interface DiffHunk {
@@ -24,11 +28,23 @@ export interface VariableChange {
   after: Variable
 }
 
+export interface MessageChange {
+  index: number
+  before: ChatMessage
+  after: ChatMessage
+}
+
 export interface VersionDiff {
   from: string
   to: string
   template: { hunks: DiffHunk[]; added: number; removed: number }
   variables: { added: Variable[]; removed: Variable[]; changed: VariableChange[] }
+  messages: {
+    added: { index: number; message: ChatMessage }[]
+    removed: { index: number; message: ChatMessage }[]
+    changed: MessageChange[]
+  }
+  config: { changed: boolean; before: PromptConfig | null; after: PromptConfig | null }
 }
 
 function diffTemplate(from: string, to: string): VersionDiff['template'] {
@@ -81,6 +97,32 @@ function diffVariables(from: Variable[], to: Variable[]): VersionDiff['variables
   return { added, removed, changed }
 }
 
+function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
+  // Only the fields a message defines, as with variables.
+  if ('type' in a || 'type' in b) return 'type' in a && 'type' in b && a.name === b.name
+  return a.role === b.role && a.content === b.content
+}
+
+/** By index, like a list of slots: what differs at an index is changed; the longer side's tail is added or removed. */
+function diffMessages(from: ChatMessage[], to: ChatMessage[]): VersionDiff['messages'] {
+  const changed: MessageChange[] = []
+  const shared = Math.min(from.length, to.length)
+  for (let index = 0; index < shared; index++) {
+    const before = from[index]
+    const after = to[index]
+    if (before && after && !sameMessage(before, after)) changed.push({ index, before, after })
+  }
+  const added = to.slice(shared).map((message, i) => ({ index: shared + i, message }))
+  const removed = from.slice(shared).map((message, i) => ({ index: shared + i, message }))
+  return { added, removed, changed }
+}
+
+function diffConfig(from: PromptConfig | undefined, to: PromptConfig | undefined): VersionDiff['config'] {
+  const before = from ?? null
+  const after = to ?? null
+  return { changed: !isDeepStrictEqual(before, after), before, after }
+}
+
 /**
  * Compares two snapshots of a prompt (versions, or a version and the draft). `labels` name the
  * two sides in the result, e.g. "v3" and "v5". Added and changed variables keep the order of
@@ -96,5 +138,7 @@ export function diffVersions(
     to: labels.to,
     template: diffTemplate(from.template, to.template),
     variables: diffVariables(from.variables, to.variables),
+    messages: diffMessages(from.messages ?? [], to.messages ?? []),
+    config: diffConfig(from.config, to.config),
   }
 }

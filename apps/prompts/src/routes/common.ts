@@ -1,6 +1,4 @@
 import type { FastifyRequest } from 'fastify'
-import { ObjectId } from '@pm/contracts'
-import { Type } from '@sinclair/typebox'
 
 /**
  * Query and body of routes that take nothing but the workspace, and the path parameters:

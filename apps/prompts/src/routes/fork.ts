@@ -1,16 +1,7 @@
-import {
-  AppError,
-  type CallerContext,
-  ForkRequest,
-  ForkResult,
-  IdParams,
-  Prompt,
-  PublicForkRequest,
-} from '@pm/contracts'
-import { requireOrganization, requireUser, type Service } from '@pm/kit'
-import type { PromptsDeps } from '../app.ts'
-import { publicPrompt } from '../domain/prompts.ts'
-import { VersionParams } from './common.ts'
+import { API_ROUTES, AppError, type CallerContext } from '@pm/contracts'
+import { requireOrganization, requireUser, route, type Service } from '@pm/kit'
+import type { PromptsDeps } from '../deps.ts'
+import { publicPrompt } from '../domain/views.ts'
 
 /**
  * The workspace to fork into. The gateway checked the caller's ACTIVE membership there and
@@ -24,32 +15,24 @@ function forkTarget(caller: CallerContext, asked: string): string {
 }
 
 export function forkRoutes(app: Service, { service }: PromptsDeps): void {
-  app.post(
-    '/api/v1/prompts/:id/versions/:versionId/fork',
-    { schema: { params: VersionParams, body: ForkRequest, response: { 201: ForkResult } } },
-    async (request, reply) => {
-      const userId = requireUser(request)
-      const sourceOrganizationId = requireOrganization(request)
-      const source = await service.get(sourceOrganizationId, request.params.id)
-      const version = await service.version(source, request.params.versionId)
-      const target = forkTarget(request.caller, request.body.targetOrganizationId ?? sourceOrganizationId)
-      const fork = await service.fork(source, version, target, request.body.name, { _id: userId })
-      reply.code(201)
-      return { prompt: publicPrompt(fork.prompt), version: fork.version }
-    },
-  )
+  route(app, API_ROUTES.forkVersion, async (request, reply) => {
+    const userId = requireUser(request)
+    const sourceOrganizationId = requireOrganization(request)
+    const source = await service.get(sourceOrganizationId, request.params.id)
+    const version = await service.version(source, request.params.versionId)
+    const target = forkTarget(request.caller, request.body.targetOrganizationId ?? sourceOrganizationId)
+    const fork = await service.fork(source, version, target, request.body.name, { _id: userId })
+    reply.code(201)
+    return { prompt: publicPrompt(fork.prompt), version: fork.version }
+  })
 
-  app.post(
-    '/api/v1/public/prompts/:id/fork',
-    { schema: { params: IdParams, body: PublicForkRequest, response: { 201: Prompt } } },
-    async (request, reply) => {
-      const userId = requireUser(request)
-      // The last published snapshot of a public prompt, from any workspace.
-      const { prompt, version } = await service.publicEntry(request.params.id)
-      const target = forkTarget(request.caller, request.body.organizationId)
-      const fork = await service.fork(prompt, version, target, request.body.name, { _id: userId })
-      reply.code(201)
-      return publicPrompt(fork.prompt)
-    },
-  )
+  route(app, API_ROUTES.forkPublicPrompt, async (request, reply) => {
+    const userId = requireUser(request)
+    // The last published snapshot of a public prompt, from any workspace.
+    const { prompt, version } = await service.publicEntry(request.params.id)
+    const target = forkTarget(request.caller, request.body.organizationId)
+    const fork = await service.fork(prompt, version, target, request.body.name, { _id: userId })
+    reply.code(201)
+    return publicPrompt(fork.prompt)
+  })
 }

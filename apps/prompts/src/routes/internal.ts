@@ -1,7 +1,17 @@
-import { DraftPrompt, EnvironmentName, IdParams, ResolvedPrompt } from '@pm/contracts'
+import { DraftPrompt, EnvironmentName, IdParams, ResolvedPrompt, SlugParams } from '@pm/contracts'
 import { requireOrganization, type Service } from '@pm/kit'
 import { Type } from '@sinclair/typebox'
-import type { PromptsDeps } from '../app.ts'
+import type { PromptsDeps } from '../deps.ts'
+import { contentFields } from '../domain/content.ts'
+
+const ResolveQuery = Type.Object(
+  {
+    version: Type.Optional(Type.Integer({ minimum: 1 })),
+    env: Type.Optional(EnvironmentName),
+    public: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+)
 
 /** Routes for the render service (called with the caller context it received). */
 export function internalRoutes(app: Service, { service }: PromptsDeps): void {
@@ -10,14 +20,7 @@ export function internalRoutes(app: Service, { service }: PromptsDeps): void {
     {
       schema: {
         params: IdParams,
-        querystring: Type.Object(
-          {
-            version: Type.Optional(Type.Integer({ minimum: 1 })),
-            env: Type.Optional(EnvironmentName),
-            public: Type.Optional(Type.Boolean()),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: ResolveQuery,
         response: { 200: ResolvedPrompt },
       },
     },
@@ -25,10 +28,20 @@ export function internalRoutes(app: Service, { service }: PromptsDeps): void {
       const { version, env } = request.query
       return service.resolve(
         request.caller,
-        request.params.id,
+        { id: request.params.id },
         { version, env },
         request.query.public === true,
       )
+    },
+  )
+
+  // By slug, in the caller's workspace (the public catalog is reached by id only).
+  app.get(
+    '/internal/prompts/slug/:slug/resolve',
+    { schema: { params: SlugParams, querystring: ResolveQuery, response: { 200: ResolvedPrompt } } },
+    async (request) => {
+      const { version, env } = request.query
+      return service.resolve(request.caller, { slug: request.params.slug }, { version, env }, false)
     },
   )
 
@@ -42,6 +55,7 @@ export function internalRoutes(app: Service, { service }: PromptsDeps): void {
         organizationId: prompt.organizationId,
         template: prompt.template,
         variables: prompt.variables,
+        ...contentFields(prompt),
       }
     },
   )

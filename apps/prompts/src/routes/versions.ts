@@ -1,28 +1,13 @@
-import {
-  DiffQuery,
-  IdParams,
-  ListVersionsQuery,
-  Prompt,
-  PromptVersion,
-  PublishRequest,
-  SaveAndPublishRequest,
-  VersionDiff,
-  VersionList,
-} from '@pm/contracts'
-import { requireOrganization, requireUser, type Service } from '@pm/kit'
-import type { PromptsDeps } from '../app.ts'
-import { publicPrompt } from '../domain/prompts.ts'
-import { emptyBodyAsObject, OrgBody, OrgQuery, VersionParams } from './common.ts'
+import { API_ROUTES } from '@pm/contracts'
+import { requireOrganization, requireUser, route, type Service } from '@pm/kit'
+import type { PromptsDeps } from '../deps.ts'
+import { publicPrompt } from '../domain/views.ts'
+import { emptyBodyAsObject } from './common.ts'
 
 export function versionRoutes(app: Service, { service }: PromptsDeps): void {
-  const { store } = service
-
-  app.post(
-    '/api/v1/prompts/:id/publish',
-    {
-      preValidation: emptyBodyAsObject,
-      schema: { params: IdParams, body: PublishRequest, response: { 201: PromptVersion } },
-    },
+  route(
+    app,
+    API_ROUTES.publishPrompt,
     async (request, reply) => {
       const userId = requireUser(request)
       const version = await service.publish(
@@ -34,18 +19,12 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
       reply.code(201)
       return version
     },
+    { preValidation: emptyBodyAsObject },
   )
 
-  app.post(
-    '/api/v1/prompts/:id/save-and-publish',
-    {
-      preValidation: emptyBodyAsObject,
-      schema: {
-        params: IdParams,
-        body: SaveAndPublishRequest,
-        response: { 201: PromptVersion },
-      },
-    },
+  route(
+    app,
+    API_ROUTES.saveAndPublish,
     async (request, reply) => {
       // The draft as the server holds it is published: the request carries no content.
       const userId = requireUser(request)
@@ -58,56 +37,33 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
       reply.code(201)
       return version
     },
+    { preValidation: emptyBodyAsObject },
   )
 
-  app.delete(
-    '/api/v1/prompts/:id/publish',
-    { schema: { params: IdParams, querystring: OrgQuery, response: { 200: Prompt } } },
-    async (request) => {
-      return publicPrompt(await service.unpublish(requireOrganization(request), request.params.id))
-    },
-  )
+  route(app, API_ROUTES.unpublishPrompt, async (request) => {
+    return publicPrompt(await service.unpublish(requireOrganization(request), request.params.id))
+  })
 
-  app.get(
-    '/api/v1/prompts/:id/versions',
-    { schema: { params: IdParams, querystring: ListVersionsQuery, response: { 200: VersionList } } },
-    async (request) => {
-      const prompt = await service.get(requireOrganization(request), request.params.id)
-      const onlyPublished = request.query.published === 'true'
-      const versions = await store.listVersions(prompt._id, onlyPublished ? 'publishedAt' : 'version')
-      return { versions: onlyPublished ? versions.filter((v) => v.status === 'PUBLISHED') : versions }
-    },
-  )
+  route(app, API_ROUTES.listVersions, async (request) => {
+    const onlyPublished = request.query.published === 'true'
+    return {
+      versions: await service.listVersions(requireOrganization(request), request.params.id, onlyPublished),
+    }
+  })
 
   // Declared before /versions/:versionId only for the reader: the router prefers the static segment.
-  app.get(
-    '/api/v1/prompts/:id/versions/diff',
-    { schema: { params: IdParams, querystring: DiffQuery, response: { 200: VersionDiff } } },
-    async (request) => {
-      return service.diff(
-        requireOrganization(request),
-        request.params.id,
-        request.query.from,
-        request.query.to,
-      )
-    },
-  )
+  route(app, API_ROUTES.diffVersions, async (request) => {
+    return service.diff(requireOrganization(request), request.params.id, request.query.from, request.query.to)
+  })
 
-  app.get(
-    '/api/v1/prompts/:id/versions/:versionId',
-    { schema: { params: VersionParams, querystring: OrgQuery, response: { 200: PromptVersion } } },
-    async (request) => {
-      const prompt = await service.get(requireOrganization(request), request.params.id)
-      return service.version(prompt, request.params.versionId)
-    },
-  )
+  route(app, API_ROUTES.getVersion, async (request) => {
+    const prompt = await service.get(requireOrganization(request), request.params.id)
+    return service.version(prompt, request.params.versionId)
+  })
 
-  app.post(
-    '/api/v1/prompts/:id/versions/:versionId/restore',
-    {
-      preValidation: emptyBodyAsObject,
-      schema: { params: VersionParams, body: OrgBody, response: { 200: Prompt } },
-    },
+  route(
+    app,
+    API_ROUTES.restoreVersion,
     async (request) => {
       const prompt = await service.restore(
         requireOrganization(request),
@@ -116,5 +72,6 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
       )
       return publicPrompt(prompt)
     },
+    { preValidation: emptyBodyAsObject },
   )
 }

@@ -1,10 +1,25 @@
-import type { EnvironmentName, Pin } from '@pm/contracts'
-import { isDuplicateKey } from '@pm/kit'
-import type { Collection, Db, Filter, MongoClient, Sort, UpdateFilter } from 'mongodb'
+import type { EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit'
 import {
+  Binary,
+  type ClientSession,
+  type Collection,
+  type Db,
+  type Filter,
+  type MongoClient,
+  MongoServerError,
+  type Sort,
+  type TransactionOptions,
+  type UpdateFilter,
+  type WithId,
+} from 'mongodb'
+import {
+  type ChangeEvents,
+  DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
-  type ImportBatchUpdate,
+  type ImportStep,
+  LeaseLostError,
   type OutboxRecord,
   type Page,
   type PromptFilter,
@@ -17,8 +32,50 @@ import {
 
 const escapeRegex = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
+/**
+ * Documents written before chat prompts existed have no `type`: they read as text prompts
+ * (no migration of the collection is needed; writes store the field from then on).
+ */
+function withType<T extends { type?: PromptRecord['type']; messages?: unknown; config?: unknown }>(
+  doc: T,
+): T & { type: PromptRecord['type'] } {
+  const out = { ...doc, type: doc.type === 'chat' ? 'chat' : 'text' } as T & { type: PromptRecord['type'] }
+  // Optional fields are absent, never null (a write that carried undefined stored null).
+  if (out.messages === null) delete out.messages
+  if (out.config === null) delete out.config
+  return out
+}
+const promptOrNull = (doc: PromptRecord | null): PromptRecord | null => (doc ? withType(doc) : null)
+const versionOrNull = (doc: VersionRecord | null): VersionRecord | null => (doc ? withType(doc) : null)
+
 /** Thrown inside a transaction when another publish moved the counter first. */
 class CounterMoved extends Error {}
+
+/**
+ * The import's transactions, as the driver's documentation writes them: on the primary, reading
+ * a snapshot, committed when a majority has the writes (so a failover cannot roll back a row
+ * whose count was already reported).
+ */
+const IMPORT_TXN: TransactionOptions = TRANSACTION_OPTIONS
+
+/** An import's file, kept while its batch runs (at most CSV_MAX_BYTES, under BSON's 16 MiB). */
+interface ImportFileDoc {
+  _id: string
+  content: Binary
+}
+
+/** Batches written before resumable imports lack the newer fields. */
+function toBatch(doc: WithId<ImportBatchRecord>): ImportBatchRecord {
+  return {
+    ...doc,
+    resumedAt: doc.resumedAt ?? null,
+    position: doc.position ?? 0,
+    contentHash: doc.contentHash ?? null,
+    idempotencyKey: doc.idempotencyKey ?? null,
+    leaseOwner: doc.leaseOwner ?? null,
+    leaseUntil: doc.leaseUntil ?? null,
+  }
+}
 
 /**
  * MongoDB implementation: documents keep the 24-hex ids as string `_id`s; multi-document
@@ -32,6 +89,7 @@ export class MongoPromptStore implements PromptStore {
   private readonly versions: Collection<VersionRecord>
   private readonly outbox: Collection<OutboxRecord>
   private readonly batches: Collection<ImportBatchRecord>
+  private readonly files: Collection<ImportFileDoc>
   private readonly ownsClient: boolean
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
@@ -42,18 +100,54 @@ export class MongoPromptStore implements PromptStore {
     this.versions = this.db.collection('versions')
     this.outbox = this.db.collection('outbox')
     this.batches = this.db.collection('import_batches')
+    this.files = this.db.collection('import_files')
   }
 
   async init(): Promise<void> {
+    // Every sort has its whole key, tie-break included, in an index after the equality fields,
+    // so that MongoDB never sorts in memory (listPrompts, listPublic, listVersions, pendingOutbox).
     await Promise.all([
       this.prompts.createIndex({ organizationId: 1, slug: 1 }, { unique: true }),
-      this.prompts.createIndex({ organizationId: 1, createdAt: -1 }),
-      this.prompts.createIndex({ isPublic: 1, createdAt: -1 }),
+      this.prompts.createIndex({ organizationId: 1, createdAt: -1, _id: -1 }),
+      this.prompts.createIndex({ isPublic: 1, createdAt: -1, _id: -1 }),
       this.versions.createIndex({ promptId: 1, version: 1 }, { unique: true }),
-      this.versions.createIndex({ promptId: 1, publishedAt: -1 }),
-      this.outbox.createIndex({ sentAt: 1, createdAt: 1 }),
+      this.versions.createIndex({ promptId: 1, publishedAt: -1, version: -1 }),
+      this.outbox.createIndex({ sentAt: 1, createdAt: 1, _id: 1 }),
       this.batches.createIndex({ organizationId: 1, createdAt: -1 }),
+      // The same file (or the same user's Idempotency-Key) is one batch per workspace.
+      this.batches.createIndex(
+        { organizationId: 1, contentHash: 1 },
+        { unique: true, partialFilterExpression: { contentHash: { $type: 'string' } } },
+      ),
+      this.batches.createIndex(
+        { organizationId: 1, createdBy: 1, idempotencyKey: 1 },
+        { unique: true, partialFilterExpression: { idempotencyKey: { $type: 'string' } } },
+      ),
+      this.batches.createIndex({ status: 1, leaseUntil: 1 }),
+      this.ensureCollection('import_files'),
     ])
+    // Their narrower predecessors.
+    await Promise.all([
+      dropReplacedIndex(this.prompts, 'organizationId_1_createdAt_-1'),
+      dropReplacedIndex(this.prompts, 'isPublic_1_createdAt_-1'),
+      dropReplacedIndex(this.versions, 'promptId_1_publishedAt_-1'),
+      dropReplacedIndex(this.outbox, 'sentAt_1_createdAt_1'),
+    ])
+  }
+
+  /**
+   * Creates a collection that only transactions write to, so that no transaction has to create
+   * it (allowed since MongoDB 4.4, but not in a cross-shard transaction).
+   */
+  private async ensureCollection(name: string): Promise<void> {
+    const found = await this.db.listCollections({ name }, { nameOnly: true }).toArray()
+    if (found.length > 0) return
+    try {
+      await this.db.createCollection(name)
+    } catch (err) {
+      // Another replica created it at the same moment (NamespaceExists).
+      if (!(err instanceof MongoServerError && err.code === 48)) throw err
+    }
   }
 
   async createPrompt(prompt: PromptRecord): Promise<void> {
@@ -66,11 +160,15 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async getPrompt(organizationId: string, id: string): Promise<PromptRecord | null> {
-    return this.prompts.findOne({ _id: id, organizationId })
+    return promptOrNull(await this.prompts.findOne({ _id: id, organizationId }))
   }
 
   async getPromptById(id: string): Promise<PromptRecord | null> {
-    return this.prompts.findOne({ _id: id })
+    return promptOrNull(await this.prompts.findOne({ _id: id }))
+  }
+
+  async getPromptBySlug(organizationId: string, slug: string): Promise<PromptRecord | null> {
+    return promptOrNull(await this.prompts.findOne({ organizationId, slug }))
   }
 
   async isSlugTaken(organizationId: string, slug: string): Promise<boolean> {
@@ -90,7 +188,7 @@ export class MongoPromptStore implements PromptStore {
         .toArray(),
       this.prompts.countDocuments(filter),
     ])
-    return { prompts, total }
+    return { prompts: prompts.map(withType), total }
   }
 
   async listPrompts(f: PromptFilter, page: Page): Promise<{ prompts: PromptRecord[]; total: number }> {
@@ -126,33 +224,80 @@ export class MongoPromptStore implements PromptStore {
     return this.page(filter, page)
   }
 
-  async updatePrompt(organizationId: string, id: string, patch: PromptPatch): Promise<PromptRecord | null> {
-    const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
+  async updatePrompt(
+    organizationId: string,
+    id: string,
+    patch: PromptPatch,
+    events?: ChangeEvents,
+  ): Promise<PromptRecord | null> {
+    const { config, ...rest } = patch
+    const $set: Record<string, unknown> = Object.fromEntries(
+      Object.entries(rest).filter(([, v]) => v !== undefined),
+    )
+    if (config) $set.config = config
+    const update: UpdateFilter<PromptRecord> = { $set }
+    if (config === null) update.$unset = { config: '' }
     try {
-      return await this.prompts.findOneAndUpdate(
-        { _id: id, organizationId },
-        { $set },
-        { returnDocument: 'after' },
-      )
+      if (!events) {
+        return promptOrNull(
+          await this.prompts.findOneAndUpdate({ _id: id, organizationId }, update, {
+            returnDocument: 'after',
+          }),
+        )
+      }
+      return await this.inTransaction(async (session) => {
+        const before = await this.prompts.findOneAndUpdate({ _id: id, organizationId }, update, {
+          returnDocument: 'before',
+          session,
+        })
+        if (!before) return null
+        const after = withType(
+          (await this.prompts.findOne({ _id: id, organizationId }, { session })) ?? before,
+        )
+        const outbox = events(withType(before), after)
+        if (outbox.length > 0)
+          await this.outbox.insertMany(
+            outbox.map((o) => ({ ...o })),
+            { session },
+          )
+        return after
+      })
     } catch (err) {
       if (isDuplicateKey(err)) throw new DuplicateSlugError()
       throw err
     }
   }
 
-  async deletePrompt(organizationId: string, id: string): Promise<boolean> {
-    const session = this.client.startSession()
+  /** Runs `work` in a transaction and answers what it answered. */
+  private async inTransaction<T>(work: (session: ClientSession) => Promise<T>): Promise<T> {
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
-      let deleted = false
+      let result: T | undefined
+      let ran = false
       await session.withTransaction(async () => {
-        const result = await this.prompts.deleteOne({ _id: id, organizationId }, { session })
-        deleted = result.deletedCount === 1
-        if (deleted) await this.versions.deleteMany({ promptId: id }, { session })
+        result = await work(session)
+        ran = true
       })
-      return deleted
+      if (!ran) throw new Error('transaction did not run')
+      return result as T
     } finally {
       await session.endSession()
     }
+  }
+
+  async deletePrompt(
+    organizationId: string,
+    id: string,
+    event?: (deleted: PromptRecord) => OutboxRecord,
+  ): Promise<PromptRecord | null> {
+    return this.inTransaction(async (session) => {
+      const deleted = await this.prompts.findOneAndDelete({ _id: id, organizationId }, { session })
+      if (!deleted) return null
+      await this.versions.deleteMany({ promptId: id }, { session })
+      const prompt = withType(deleted)
+      if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      return prompt
+    })
   }
 
   async setPin(
@@ -161,10 +306,21 @@ export class MongoPromptStore implements PromptStore {
     env: EnvironmentName,
     pin: Pin,
     updatedAt: string,
+    event?: (after: PromptRecord) => OutboxRecord,
   ): Promise<PromptRecord | null> {
     // A dotted path sets one environment only: a concurrent promote of the other one is kept.
     const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt }
-    return this.prompts.findOneAndUpdate({ _id: id, organizationId }, { $set }, { returnDocument: 'after' })
+    return this.inTransaction(async (session) => {
+      const after = await this.prompts.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set },
+        { returnDocument: 'after', session },
+      )
+      if (!after) return null
+      const prompt = withType(after)
+      if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      return prompt
+    })
   }
 
   async publish(
@@ -175,15 +331,16 @@ export class MongoPromptStore implements PromptStore {
     // The transaction reads the counter, writes the version (unique on promptId+version)
     // and moves the counter only if nobody else did; a lost race starts over.
     for (let attempt = 0; attempt < 50; attempt++) {
-      const session = this.client.startSession()
+      const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
       try {
         let created: VersionRecord | null = null
         await session.withTransaction(async () => {
-          const prompt = await this.prompts.findOne({ _id: promptId, organizationId }, { session })
-          if (!prompt) {
+          const found = await this.prompts.findOne({ _id: promptId, organizationId }, { session })
+          if (!found) {
             created = null
             return
           }
+          const prompt = withType(found)
           const { version, outbox } = build(prompt, prompt.versionCount + 1)
           await this.versions.insertOne({ ...version }, { session })
           const moved = await this.prompts.updateOne(
@@ -212,7 +369,7 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
-    const session = this.client.startSession()
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       await session.withTransaction(async () => {
         await this.prompts.insertOne({ ...prompt }, { session })
@@ -229,20 +386,20 @@ export class MongoPromptStore implements PromptStore {
 
   async listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]> {
     const sort: Sort = order === 'version' ? { version: -1 } : { publishedAt: -1, version: -1 }
-    return this.versions.find({ promptId }).sort(sort).toArray()
+    return (await this.versions.find({ promptId }).sort(sort).toArray()).map(withType)
   }
 
   async getVersion(promptId: string, versionId: string): Promise<VersionRecord | null> {
-    return this.versions.findOne({ _id: versionId, promptId })
+    return versionOrNull(await this.versions.findOne({ _id: versionId, promptId }))
   }
 
   async getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null> {
-    return this.versions.findOne({ promptId, version })
+    return versionOrNull(await this.versions.findOne({ promptId, version }))
   }
 
   async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {
     if (ids.length === 0) return []
-    return this.versions.find({ _id: { $in: ids } }).toArray()
+    return (await this.versions.find({ _id: { $in: ids } }).toArray()).map(withType)
   }
 
   async pendingOutbox(limit: number): Promise<OutboxRecord[]> {
@@ -253,28 +410,136 @@ export class MongoPromptStore implements PromptStore {
     await this.outbox.updateOne({ _id: id }, { $set: { sentAt: at } })
   }
 
+  async outboxBacklog(): Promise<{ count: number; oldestCreatedAt: string | null }> {
+    const [count, oldest] = await Promise.all([
+      this.outbox.countDocuments({ sentAt: null }),
+      this.outbox.findOne({ sentAt: null }, { sort: { createdAt: 1 }, projection: { createdAt: 1 } }),
+    ])
+    return { count, oldestCreatedAt: oldest?.createdAt ?? null }
+  }
+
   async pruneOutbox(before: string): Promise<number> {
     const result = await this.outbox.deleteMany({ sentAt: { $ne: null, $lt: before } })
     return result.deletedCount
   }
 
-  async createBatch(batch: ImportBatchRecord): Promise<void> {
-    await this.batches.insertOne({ ...batch })
+  /** Runs `fn` in one import transaction (retried by the driver on transient errors). */
+  private async importTxn<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
+    const session = this.client.startSession()
+    try {
+      return await session.withTransaction(fn, IMPORT_TXN)
+    } finally {
+      await session.endSession()
+    }
+  }
+
+  async createBatch(batch: ImportBatchRecord, file: Buffer | null): Promise<void> {
+    try {
+      await this.importTxn(async (session) => {
+        await this.batches.insertOne({ ...batch }, { session })
+        if (file) await this.files.insertOne({ _id: batch._id, content: new Binary(file) }, { session })
+      })
+    } catch (err) {
+      if (isDuplicateKey(err)) throw new DuplicateImportError()
+      throw err
+    }
   }
 
   async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
-    return this.batches.findOne({ _id: id, organizationId })
+    const doc = await this.batches.findOne({ _id: id, organizationId })
+    return doc ? toBatch(doc) : null
   }
 
-  async updateBatch(id: string, u: ImportBatchUpdate): Promise<void> {
-    const $set: Partial<ImportBatchRecord> = { updatedAt: u.updatedAt }
-    if (u.status !== undefined) $set.status = u.status
-    if (u.created !== undefined) $set.created = u.created
-    if (u.failed !== undefined) $set.failed = u.failed
-    if (u.finishedAt !== undefined) $set.finishedAt = u.finishedAt
-    const update: UpdateFilter<ImportBatchRecord> = { $set }
-    if (u.appendErrors && u.appendErrors.length > 0) update.$push = { errors: { $each: u.appendErrors } }
-    await this.batches.updateOne({ _id: id }, update)
+  async findBatchByHash(organizationId: string, contentHash: string): Promise<ImportBatchRecord | null> {
+    const doc = await this.batches.findOne({ organizationId, contentHash })
+    return doc ? toBatch(doc) : null
+  }
+
+  async findBatchByKey(
+    organizationId: string,
+    userId: string,
+    key: string,
+  ): Promise<ImportBatchRecord | null> {
+    const doc = await this.batches.findOne({ organizationId, createdBy: userId, idempotencyKey: key })
+    return doc ? toBatch(doc) : null
+  }
+
+  async forgetBatchKeys(id: string): Promise<void> {
+    await this.batches.updateOne({ _id: id }, { $set: { contentHash: null, idempotencyKey: null } })
+  }
+
+  async getImportFile(batchId: string): Promise<Buffer | null> {
+    const doc = await this.files.findOne({ _id: batchId })
+    return doc ? Buffer.from(doc.content.value()) : null
+  }
+
+  /** The filter that fences a step: the batch is still the owner's and where the owner left it. */
+  private stepFilter(step: ImportStep): Filter<ImportBatchRecord> {
+    return { _id: step.batchId, leaseOwner: step.owner, position: step.from, status: 'processing' }
+  }
+
+  async importRows(step: ImportStep, prompts: PromptRecord[], errors: ImportRowError[]): Promise<void> {
+    try {
+      await this.importTxn(async (session) => {
+        const moved = await this.batches.updateOne(
+          this.stepFilter(step),
+          {
+            $inc: { created: prompts.length, failed: errors.length },
+            $push: { errors: { $each: errors } },
+            $set: { position: step.to, updatedAt: step.at },
+          },
+          { session },
+        )
+        if (moved.matchedCount !== 1) throw new LeaseLostError()
+        // One at a time: the operations of a transaction must not run in parallel.
+        for (const prompt of prompts) await this.prompts.insertOne({ ...prompt }, { session })
+      })
+    } catch (err) {
+      if (isDuplicateKey(err)) throw new DuplicateSlugError()
+      throw err
+    }
+  }
+
+  async finishBatch(
+    batchId: string,
+    owner: string,
+    status: 'completed' | 'failed',
+    at: string,
+  ): Promise<void> {
+    await this.importTxn(async (session) => {
+      const ended = await this.batches.updateOne(
+        { _id: batchId, leaseOwner: owner, status: 'processing' },
+        { $set: { status, finishedAt: at, updatedAt: at, leaseOwner: null, leaseUntil: null } },
+        { session },
+      )
+      if (ended.matchedCount !== 1) throw new LeaseLostError()
+      await this.files.deleteOne({ _id: batchId }, { session })
+    })
+  }
+
+  async claimBatch(owner: string, at: string, until: string): Promise<ImportBatchRecord | null> {
+    // One atomic findOneAndUpdate: of two replicas asking at once, only one matches the free lease.
+    const doc = await this.batches.findOneAndUpdate(
+      { status: 'processing', $or: [{ leaseUntil: null }, { leaseUntil: { $lt: at } }] },
+      { $set: { leaseOwner: owner, leaseUntil: until, resumedAt: at, updatedAt: at } },
+      { sort: { createdAt: 1 }, returnDocument: 'after' },
+    )
+    return doc ? toBatch(doc) : null
+  }
+
+  async renewLease(batchId: string, owner: string, until: string): Promise<boolean> {
+    const result = await this.batches.updateOne(
+      { _id: batchId, leaseOwner: owner, status: 'processing' },
+      { $set: { leaseUntil: until } },
+    )
+    return result.matchedCount === 1
+  }
+
+  async releaseLease(batchId: string, owner: string): Promise<void> {
+    await this.batches.updateOne(
+      { _id: batchId, leaseOwner: owner },
+      { $set: { leaseOwner: null, leaseUntil: null } },
+    )
   }
 
   async check(): Promise<void> {

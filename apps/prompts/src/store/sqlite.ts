@@ -1,10 +1,23 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
-import { isUniqueViolation, openSqlite, transaction, queryAll, queryOne, type SqliteRow, text } from '@pm/kit'
-import type { EnvironmentName, Pin } from '@pm/contracts'
 import {
+  closeSqlite,
+  isUniqueViolation,
+  openSqlite,
+  queryAll,
+  queryOne,
+  type SqliteRow,
+  text,
+  textOrNull,
+  transaction,
+} from '@pm/kit'
+import type { EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import {
+  type ChangeEvents,
+  DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
-  type ImportBatchUpdate,
+  type ImportStep,
+  LeaseLostError,
   type OutboxRecord,
   type Page,
   type PromptFilter,
@@ -36,10 +49,71 @@ const SCHEMA = [
     id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, created_by TEXT NOT NULL, status TEXT NOT NULL,
     total INTEGER NOT NULL, created INTEGER NOT NULL, failed INTEGER NOT NULL, errors TEXT NOT NULL,
     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT)`,
+  // An import's file, kept while its batch runs so that another process can resume it.
+  'CREATE TABLE IF NOT EXISTS import_files (batch_id TEXT PRIMARY KEY, content BLOB NOT NULL)',
 ]
+
+/**
+ * Changes to the tables above, applied once each, in order (PRAGMA user_version counts them).
+ * A database of any age, new ones included, goes through the same steps.
+ */
+const MIGRATIONS: string[][] = [
+  // 1. Chat prompts and config (DESIGN section 9): existing prompts and versions are text, with no config.
+  [
+    "ALTER TABLE prompts ADD COLUMN type TEXT NOT NULL DEFAULT 'text'",
+    'ALTER TABLE prompts ADD COLUMN messages TEXT',
+    'ALTER TABLE prompts ADD COLUMN config TEXT',
+    "ALTER TABLE versions ADD COLUMN type TEXT NOT NULL DEFAULT 'text'",
+    'ALTER TABLE versions ADD COLUMN messages TEXT',
+    'ALTER TABLE versions ADD COLUMN config TEXT',
+  ],
+  // 2. Resumable imports (issue 21): a batch's position, lease, resume time, file hash and
+  // Idempotency-Key (files written before read as never resumed, with no hash or key).
+  [
+    'ALTER TABLE import_batches ADD COLUMN resumed_at TEXT',
+    'ALTER TABLE import_batches ADD COLUMN position INTEGER NOT NULL DEFAULT 0',
+    'ALTER TABLE import_batches ADD COLUMN content_hash TEXT',
+    'ALTER TABLE import_batches ADD COLUMN idempotency_key TEXT',
+    'ALTER TABLE import_batches ADD COLUMN lease_owner TEXT',
+    'ALTER TABLE import_batches ADD COLUMN lease_until TEXT',
+    `CREATE UNIQUE INDEX import_batches_hash ON import_batches(organization_id, content_hash)
+     WHERE content_hash IS NOT NULL`,
+    `CREATE UNIQUE INDEX import_batches_key ON import_batches(organization_id, created_by, idempotency_key)
+     WHERE idempotency_key IS NOT NULL`,
+    'CREATE INDEX import_batches_lease ON import_batches(status, lease_until)',
+  ],
+  // 3. The trace context of the request that wrote an outbox event (its publish continues that trace, issue 18).
+  ['ALTER TABLE outbox ADD COLUMN trace_headers TEXT'],
+]
+
+function migrate(db: DatabaseSync): void {
+  // The version is read under the write lock: two processes opening one file apply each step once.
+  for (;;) {
+    const done = transaction(db, () => {
+      const current = Number(queryOne(db, 'PRAGMA user_version')?.user_version ?? 0)
+      const step = MIGRATIONS[current]
+      if (!step) return true
+      for (const statement of step) db.exec(statement)
+      db.exec(`PRAGMA user_version = ${current + 1}`)
+      return false
+    })
+    if (done) return
+  }
+}
 
 type Row = SqliteRow
 const s = text
+
+const json = (v: unknown): string | null => (v === undefined || v === null ? null : JSON.stringify(v))
+
+/** The content columns added by migration 1: type, and messages and config when set. */
+function contentOf(r: Row): Pick<PromptRecord, 'type' | 'messages' | 'config'> {
+  return {
+    type: r.type === 'chat' ? 'chat' : 'text',
+    ...(r.messages ? { messages: JSON.parse(s(r.messages)) as PromptRecord['messages'] } : {}),
+    ...(r.config ? { config: JSON.parse(s(r.config)) as PromptRecord['config'] } : {}),
+  }
+}
 
 function toPrompt(r: Row): PromptRecord {
   return {
@@ -51,6 +125,7 @@ function toPrompt(r: Row): PromptRecord {
     tags: JSON.parse(s(r.tags)) as string[],
     template: s(r.template),
     variables: JSON.parse(s(r.variables)) as PromptRecord['variables'],
+    ...contentOf(r),
     isPublic: r.is_public === 1,
     versionCount: Number(r.version_count),
     currentVersionId: r.current_version_id === null ? null : s(r.current_version_id),
@@ -72,6 +147,7 @@ function toVersion(r: Row): VersionRecord {
     publishedAt: s(r.published_at),
     template: s(r.template),
     variables: JSON.parse(s(r.variables)) as VersionRecord['variables'],
+    ...contentOf(r),
     createdBy: JSON.parse(s(r.created_by)) as VersionRecord['createdBy'],
     changeLog: s(r.change_log),
   }
@@ -85,6 +161,8 @@ function toOutbox(r: Row): OutboxRecord {
     payload: JSON.parse(s(r.payload)),
     createdAt: s(r.created_at),
     sentAt: r.sent_at === null ? null : s(r.sent_at),
+    traceHeaders:
+      typeof r.trace_headers === 'string' ? (JSON.parse(r.trace_headers) as Record<string, string>) : null,
   }
 }
 
@@ -100,7 +178,13 @@ function toBatch(r: Row): ImportBatchRecord {
     errors: JSON.parse(s(r.errors)) as ImportBatchRecord['errors'],
     createdAt: s(r.created_at),
     updatedAt: s(r.updated_at),
-    finishedAt: r.finished_at === null ? null : s(r.finished_at),
+    finishedAt: textOrNull(r.finished_at),
+    resumedAt: textOrNull(r.resumed_at),
+    position: Number(r.position),
+    contentHash: textOrNull(r.content_hash),
+    idempotencyKey: textOrNull(r.idempotency_key),
+    leaseOwner: textOrNull(r.lease_owner),
+    leaseUntil: textOrNull(r.lease_until),
   }
 }
 
@@ -111,14 +195,16 @@ export class SqlitePromptStore implements PromptStore {
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    migrate(this.db)
   }
 
   private insertPrompt(p: PromptRecord): void {
     this.db
       .prepare(
         `INSERT INTO prompts (id, organization_id, name, slug, description, tags, template, variables, is_public,
-         version_count, current_version_id, forked_from_version_id, environments, created_by, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         version_count, current_version_id, forked_from_version_id, environments, created_by, created_at, updated_at,
+         type, messages, config)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         p._id,
@@ -137,6 +223,9 @@ export class SqlitePromptStore implements PromptStore {
         p.createdBy,
         p.createdAt,
         p.updatedAt,
+        p.type,
+        json(p.messages),
+        json(p.config),
       )
   }
 
@@ -144,7 +233,7 @@ export class SqlitePromptStore implements PromptStore {
     this.db
       .prepare(
         `INSERT INTO versions (id, prompt_id, organization_id, version, status, published_at, template, variables,
-         created_by, change_log) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         created_by, change_log, type, messages, config) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         v._id,
@@ -157,15 +246,26 @@ export class SqlitePromptStore implements PromptStore {
         JSON.stringify(v.variables),
         JSON.stringify(v.createdBy),
         v.changeLog,
+        v.type,
+        json(v.messages),
+        json(v.config),
       )
   }
 
   private insertOutbox(o: OutboxRecord): void {
     this.db
       .prepare(
-        'INSERT INTO outbox (id, subject, msg_id, payload, created_at, sent_at) VALUES (?, ?, ?, ?, ?, ?)',
+        'INSERT INTO outbox (id, subject, msg_id, payload, created_at, sent_at, trace_headers) VALUES (?, ?, ?, ?, ?, ?, ?)',
       )
-      .run(o._id, o.subject, o.msgId, JSON.stringify(o.payload), o.createdAt, o.sentAt)
+      .run(
+        o._id,
+        o.subject,
+        o.msgId,
+        JSON.stringify(o.payload),
+        o.createdAt,
+        o.sentAt,
+        o.traceHeaders ? JSON.stringify(o.traceHeaders) : null,
+      )
   }
 
   async createPrompt(p: PromptRecord): Promise<void> {
@@ -189,6 +289,16 @@ export class SqlitePromptStore implements PromptStore {
 
   async getPromptById(id: string): Promise<PromptRecord | null> {
     const r = queryOne(this.db, 'SELECT * FROM prompts WHERE id = ?', id)
+    return r ? toPrompt(r) : null
+  }
+
+  async getPromptBySlug(organizationId: string, slug: string): Promise<PromptRecord | null> {
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM prompts WHERE organization_id = ? AND slug = ?',
+      organizationId,
+      slug,
+    )
     return r ? toPrompt(r) : null
   }
 
@@ -273,14 +383,21 @@ export class SqlitePromptStore implements PromptStore {
     return { prompts: rows.map(toPrompt), total }
   }
 
-  async updatePrompt(organizationId: string, id: string, patch: PromptPatch): Promise<PromptRecord | null> {
+  async updatePrompt(
+    organizationId: string,
+    id: string,
+    patch: PromptPatch,
+    events?: ChangeEvents,
+  ): Promise<PromptRecord | null> {
     const columns: Record<string, (v: unknown) => SQLInputValue> = {
       name: (v) => s(v),
       slug: (v) => s(v),
       description: (v) => s(v),
       tags: (v) => JSON.stringify(v),
       template: (v) => s(v),
+      messages: (v) => json(v),
       variables: (v) => JSON.stringify(v),
+      config: (v) => json(v),
       isPublic: (v) => (v ? 1 : 0),
       environments: (v) => JSON.stringify(v),
       updatedAt: (v) => s(v),
@@ -294,26 +411,51 @@ export class SqlitePromptStore implements PromptStore {
       sets.push(`${names[key] ?? key} = ?`)
       params.push(encode(value))
     }
-    try {
+    const write = (): PromptRecord | null => {
+      const before = events
+        ? queryOne(this.db, 'SELECT * FROM prompts WHERE id = ? AND organization_id = ?', id, organizationId)
+        : undefined
       const result = this.db
         .prepare(`UPDATE prompts SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`)
         .run(...params, id, organizationId)
       if (result.changes === 0) return null
+      const r = queryOne(
+        this.db,
+        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
+        id,
+        organizationId,
+      )
+      if (!r) return null
+      const after = toPrompt(r)
+      if (events && before) for (const o of events(toPrompt(before), after)) this.insertOutbox(o)
+      return after
+    }
+    try {
+      return events ? transaction(this.db, write) : write()
     } catch (err) {
       if (isUniqueViolation(err)) throw new DuplicateSlugError()
       throw err
     }
-    return this.getPrompt(organizationId, id)
   }
 
-  async deletePrompt(organizationId: string, id: string): Promise<boolean> {
+  async deletePrompt(
+    organizationId: string,
+    id: string,
+    event?: (deleted: PromptRecord) => OutboxRecord,
+  ): Promise<PromptRecord | null> {
     return transaction(this.db, () => {
-      const result = this.db
-        .prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?')
-        .run(id, organizationId)
-      if (result.changes === 0) return false
+      const r = queryOne(
+        this.db,
+        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
+        id,
+        organizationId,
+      )
+      if (!r) return null
+      this.db.prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?').run(id, organizationId)
       this.db.prepare('DELETE FROM versions WHERE prompt_id = ?').run(id)
-      return true
+      const deleted = toPrompt(r)
+      if (event) this.insertOutbox(event(deleted))
+      return deleted
     })
   }
 
@@ -323,16 +465,28 @@ export class SqlitePromptStore implements PromptStore {
     env: EnvironmentName,
     pin: Pin,
     updatedAt: string,
+    event?: (after: PromptRecord) => OutboxRecord,
   ): Promise<PromptRecord | null> {
-    // json_set on the one key: a concurrent promote of the other environment is not overwritten.
-    const result = this.db
-      .prepare(
-        `UPDATE prompts SET environments = json_set(environments, ?, json(?)), updated_at = ?
-         WHERE id = ? AND organization_id = ?`,
+    return transaction(this.db, () => {
+      // json_set on the one key: a concurrent promote of the other environment is not overwritten.
+      const result = this.db
+        .prepare(
+          `UPDATE prompts SET environments = json_set(environments, ?, json(?)), updated_at = ?
+           WHERE id = ? AND organization_id = ?`,
+        )
+        .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
+      if (result.changes === 0) return null
+      const r = queryOne(
+        this.db,
+        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
+        id,
+        organizationId,
       )
-      .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
-    if (result.changes === 0) return null
-    return this.getPrompt(organizationId, id)
+      if (!r) return null
+      const after = toPrompt(r)
+      if (event) this.insertOutbox(event(after))
+      return after
+    })
   }
 
   async publish(
@@ -417,30 +571,54 @@ export class SqlitePromptStore implements PromptStore {
     this.db.prepare('UPDATE outbox SET sent_at = ? WHERE id = ?').run(at, id)
   }
 
+  async outboxBacklog(): Promise<{ count: number; oldestCreatedAt: string | null }> {
+    const row = queryOne(
+      this.db,
+      'SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL',
+    )
+    return { count: Number(row?.n ?? 0), oldestCreatedAt: textOrNull(row?.oldest) }
+  }
+
   async pruneOutbox(before: string): Promise<number> {
     const result = this.db.prepare('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
     return Number(result.changes)
   }
 
-  async createBatch(b: ImportBatchRecord): Promise<void> {
-    this.db
-      .prepare(
-        `INSERT INTO import_batches (id, organization_id, created_by, status, total, created, failed, errors,
-         created_at, updated_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        b._id,
-        b.organizationId,
-        b.createdBy,
-        b.status,
-        b.total,
-        b.created,
-        b.failed,
-        JSON.stringify(b.errors),
-        b.createdAt,
-        b.updatedAt,
-        b.finishedAt,
-      )
+  async createBatch(b: ImportBatchRecord, file: Buffer | null): Promise<void> {
+    try {
+      transaction(this.db, () => {
+        this.db
+          .prepare(
+            `INSERT INTO import_batches (id, organization_id, created_by, status, total, created, failed, errors,
+             created_at, updated_at, finished_at, resumed_at, position, content_hash, idempotency_key, lease_owner,
+             lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            b._id,
+            b.organizationId,
+            b.createdBy,
+            b.status,
+            b.total,
+            b.created,
+            b.failed,
+            JSON.stringify(b.errors),
+            b.createdAt,
+            b.updatedAt,
+            b.finishedAt,
+            b.resumedAt,
+            b.position,
+            b.contentHash,
+            b.idempotencyKey,
+            b.leaseOwner,
+            b.leaseUntil,
+          )
+        if (file)
+          this.db.prepare('INSERT INTO import_files (batch_id, content) VALUES (?, ?)').run(b._id, file)
+      })
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new DuplicateImportError()
+      throw err
+    }
   }
 
   async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
@@ -453,34 +631,127 @@ export class SqlitePromptStore implements PromptStore {
     return r ? toBatch(r) : null
   }
 
-  async updateBatch(id: string, u: ImportBatchUpdate): Promise<void> {
-    const sets = ['updated_at = ?']
-    const params: SQLInputValue[] = [u.updatedAt]
-    if (u.status !== undefined) {
-      sets.push('status = ?')
-      params.push(u.status)
+  async findBatchByHash(organizationId: string, contentHash: string): Promise<ImportBatchRecord | null> {
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM import_batches WHERE organization_id = ? AND content_hash = ?',
+      organizationId,
+      contentHash,
+    )
+    return r ? toBatch(r) : null
+  }
+
+  async findBatchByKey(
+    organizationId: string,
+    userId: string,
+    key: string,
+  ): Promise<ImportBatchRecord | null> {
+    const r = queryOne(
+      this.db,
+      'SELECT * FROM import_batches WHERE organization_id = ? AND created_by = ? AND idempotency_key = ?',
+      organizationId,
+      userId,
+      key,
+    )
+    return r ? toBatch(r) : null
+  }
+
+  async forgetBatchKeys(id: string): Promise<void> {
+    this.db
+      .prepare('UPDATE import_batches SET content_hash = NULL, idempotency_key = NULL WHERE id = ?')
+      .run(id)
+  }
+
+  async getImportFile(batchId: string): Promise<Buffer | null> {
+    const r = queryOne(this.db, 'SELECT content FROM import_files WHERE batch_id = ?', batchId)
+    return r?.content instanceof Uint8Array ? Buffer.from(r.content) : null
+  }
+
+  /** Moves the batch from `step.from` to `step.to` if `step.owner` still holds it; throws otherwise. */
+  private advance(step: ImportStep, counts: string, params: SQLInputValue[]): void {
+    const result = this.db
+      .prepare(
+        `UPDATE import_batches SET ${counts}, position = ?, updated_at = ?
+         WHERE id = ? AND lease_owner = ? AND position = ? AND status = 'processing'`,
+      )
+      .run(...params, step.to, step.at, step.batchId, step.owner, step.from)
+    if (result.changes !== 1) throw new LeaseLostError()
+  }
+
+  async importRows(step: ImportStep, prompts: PromptRecord[], errors: ImportRowError[]): Promise<void> {
+    try {
+      transaction(this.db, () => {
+        this.advance(step, 'created = created + ?, failed = failed + ?', [prompts.length, errors.length])
+        // json_insert at '$[#]' appends in place: no read-modify-write of the list.
+        const append = this.db.prepare(
+          "UPDATE import_batches SET errors = json_insert(errors, '$[#]', json(?)) WHERE id = ?",
+        )
+        for (const error of errors) append.run(JSON.stringify(error), step.batchId)
+        for (const prompt of prompts) this.insertPrompt(prompt)
+      })
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new DuplicateSlugError()
+      throw err
     }
-    if (u.created !== undefined) {
-      sets.push('created = ?')
-      params.push(u.created)
-    }
-    if (u.failed !== undefined) {
-      sets.push('failed = ?')
-      params.push(u.failed)
-    }
-    if (u.finishedAt !== undefined) {
-      sets.push('finished_at = ?')
-      params.push(u.finishedAt)
-    }
+  }
+
+  async finishBatch(
+    batchId: string,
+    owner: string,
+    status: 'completed' | 'failed',
+    at: string,
+  ): Promise<void> {
     transaction(this.db, () => {
-      if (u.appendErrors && u.appendErrors.length > 0) {
-        const r = queryOne(this.db, 'SELECT errors FROM import_batches WHERE id = ?', id)
-        const errors = r ? (JSON.parse(s(r.errors)) as ImportBatchRecord['errors']) : []
-        sets.push('errors = ?')
-        params.push(JSON.stringify([...errors, ...u.appendErrors]))
-      }
-      this.db.prepare(`UPDATE import_batches SET ${sets.join(', ')} WHERE id = ?`).run(...params, id)
+      const result = this.db
+        .prepare(
+          `UPDATE import_batches SET status = ?, finished_at = ?, updated_at = ?, lease_owner = NULL,
+           lease_until = NULL WHERE id = ? AND lease_owner = ? AND status = 'processing'`,
+        )
+        .run(status, at, at, batchId, owner)
+      if (result.changes !== 1) throw new LeaseLostError()
+      this.db.prepare('DELETE FROM import_files WHERE batch_id = ?').run(batchId)
     })
+  }
+
+  async claimBatch(owner: string, at: string, until: string): Promise<ImportBatchRecord | null> {
+    const findFree = () =>
+      queryOne(
+        this.db,
+        `SELECT id FROM import_batches WHERE status = 'processing' AND (lease_until IS NULL OR lease_until < ?)
+         ORDER BY created_at LIMIT 1`,
+        at,
+      )
+    // Every process asks every IMPORT_POLL_MS: a plain read first, the write lock only when there is one.
+    if (!findFree()) return null
+    // BEGIN IMMEDIATE: two processes on one file cannot both take the same free batch.
+    return transaction(this.db, () => {
+      const free = findFree()
+      if (!free) return null
+      this.db
+        .prepare(
+          'UPDATE import_batches SET lease_owner = ?, lease_until = ?, resumed_at = ?, updated_at = ? WHERE id = ?',
+        )
+        .run(owner, until, at, at, s(free.id))
+      const r = queryOne(this.db, 'SELECT * FROM import_batches WHERE id = ?', s(free.id))
+      return r ? toBatch(r) : null
+    })
+  }
+
+  async renewLease(batchId: string, owner: string, until: string): Promise<boolean> {
+    const result = this.db
+      .prepare(
+        `UPDATE import_batches SET lease_until = ? WHERE id = ? AND lease_owner = ? AND status = 'processing'`,
+      )
+      .run(until, batchId, owner)
+    return result.changes === 1
+  }
+
+  async releaseLease(batchId: string, owner: string): Promise<void> {
+    this.db
+      .prepare(
+        'UPDATE import_batches SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?',
+      )
+      .run(batchId, owner)
   }
 
   async check(): Promise<void> {
@@ -488,6 +759,6 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async close(): Promise<void> {
-    if (this.db.isOpen) this.db.close()
+    closeSqlite(this.db)
   }
 }

@@ -1,9 +1,12 @@
 import type {
   Author,
+  ChatMessage,
   EnvironmentName,
   ImportRowError,
   ImportStatus,
   Pin,
+  PromptConfig,
+  PromptType,
   Variable,
   VersionStatus,
 } from '@pm/contracts'
@@ -15,8 +18,14 @@ export interface PromptRecord {
   slug: string
   description: string
   tags: string[]
+  /** Rows written before chat prompts existed read as text. */
+  type: PromptType
   template: string
+  /** Chat prompts only. */
+  messages?: ChatMessage[]
   variables: Variable[]
+  /** Absent when none is set. */
+  config?: PromptConfig
   isPublic: boolean
   versionCount: number
   currentVersionId: string | null
@@ -34,8 +43,11 @@ export interface VersionRecord {
   version: number
   status: VersionStatus
   publishedAt: string
+  type: PromptType
   template: string
+  messages?: ChatMessage[]
   variables: Variable[]
+  config?: PromptConfig
   createdBy: Author
   changeLog: string
 }
@@ -47,9 +59,15 @@ export interface OutboxRecord {
   payload: unknown
   createdAt: string
   sentAt: string | null
+  /** Trace context of the request that wrote it (traceparent, tracestate): the event continues that trace. */
+  traceHeaders?: Record<string, string> | null
 }
 
-/** A CSV import: its progress is kept here so any replica can answer the status route. */
+/**
+ * A CSV import. Its counts move in the same transaction as the rows they count, so they are
+ * exact at every moment; `position` says where a resumed run starts; the lease says which
+ * process is writing it (any replica may take over a batch whose lease has run out).
+ */
 export interface ImportBatchRecord {
   _id: string
   organizationId: string
@@ -62,16 +80,44 @@ export interface ImportBatchRecord {
   createdAt: string
   updatedAt: string
   finishedAt: string | null
+  /** When a process last took the batch over from one that stopped or died. */
+  resumedAt: string | null
+  /** Rows of the file handled so far, in file order (rows refused at upload count from the start). */
+  position: number
+  /** SHA-256 (hex) of the uploaded file; the same file sent again to the workspace answers this batch. */
+  contentHash: string | null
+  /** The request's Idempotency-Key, scoped to the workspace and the user. */
+  idempotencyKey: string | null
+  /** The process writing the batch, and until when it holds it (ISO time). */
+  leaseOwner: string | null
+  leaseUntil: string | null
 }
 
-export interface ImportBatchUpdate {
-  status?: ImportStatus
-  created?: number
-  failed?: number
-  /** Appended to the batch's errors (rows that failed while being written). */
-  appendErrors?: ImportRowError[]
-  updatedAt: string
-  finishedAt?: string
+/** A write on behalf of an import run: refused unless `owner` still holds the batch at `from`. */
+export interface ImportStep {
+  batchId: string
+  owner: string
+  /** The batch's position the writer last saw. */
+  from: number
+  /** The position once this step is written. */
+  to: number
+  at: string
+}
+
+/** The batch is no longer this writer's (its lease ran out and another process took it, or it ended). */
+export class LeaseLostError extends Error {
+  constructor() {
+    super('import batch lease lost')
+    this.name = 'LeaseLostError'
+  }
+}
+
+/** Another batch of the workspace already has this file (or this user's Idempotency-Key). */
+export class DuplicateImportError extends Error {
+  constructor() {
+    super('import already received')
+    this.name = 'DuplicateImportError'
+  }
 }
 
 export interface PromptFilter {
@@ -89,9 +135,27 @@ export interface Page {
 export type PromptPatch = Partial<
   Pick<
     PromptRecord,
-    'name' | 'slug' | 'description' | 'tags' | 'template' | 'variables' | 'isPublic' | 'environments'
+    | 'name'
+    | 'slug'
+    | 'description'
+    | 'tags'
+    | 'template'
+    | 'messages'
+    | 'variables'
+    | 'isPublic'
+    | 'environments'
   >
-> & { updatedAt: string }
+> & {
+  /** null removes the config. */
+  config?: PromptConfig | null
+  updatedAt: string
+}
+
+/**
+ * Events to write with a change, in the same transaction, built from the prompt before and
+ * after it (so that "did visibility change" is decided on what the transaction saw).
+ */
+export type ChangeEvents = (before: PromptRecord, after: PromptRecord) => OutboxRecord[]
 
 /** A new version and the event announcing it, built from the prompt as it is inside the transaction. */
 export type VersionBuilder = (
@@ -120,17 +184,37 @@ export interface PromptStore {
   listPrompts(filter: PromptFilter, page: Page): Promise<{ prompts: PromptRecord[]; total: number }>
   summary(organizationId: string): Promise<{ total: number; public: number; published: number }>
   listPublic(search: string | undefined, page: Page): Promise<{ prompts: PromptRecord[]; total: number }>
-  /** Null when the prompt is not in the workspace. */
-  updatePrompt(organizationId: string, id: string, patch: PromptPatch): Promise<PromptRecord | null>
-  /** Removes the prompt and its versions; false when it was not there. */
-  deletePrompt(organizationId: string, id: string): Promise<boolean>
-  /** Sets one environment's pin without touching the other (two promotes at once both land). */
+  getPromptBySlug(organizationId: string, slug: string): Promise<PromptRecord | null>
+  /**
+   * Null when the prompt is not in the workspace. With `events`, the events it builds are
+   * written to the outbox atomically with the change.
+   */
+  updatePrompt(
+    organizationId: string,
+    id: string,
+    patch: PromptPatch,
+    events?: ChangeEvents,
+  ): Promise<PromptRecord | null>
+  /**
+   * Removes the prompt and its versions, with the event `event` builds from the removed prompt
+   * written to the outbox atomically; null when it was not there.
+   */
+  deletePrompt(
+    organizationId: string,
+    id: string,
+    event?: (deleted: PromptRecord) => OutboxRecord,
+  ): Promise<PromptRecord | null>
+  /**
+   * Sets one environment's pin without touching the other (two promotes at once both land),
+   * with the event `event` builds from the prompt after it, atomically.
+   */
   setPin(
     organizationId: string,
     id: string,
     env: EnvironmentName,
     pin: Pin,
     updatedAt: string,
+    event?: (after: PromptRecord) => OutboxRecord,
   ): Promise<PromptRecord | null>
 
   publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null>
@@ -146,10 +230,38 @@ export interface PromptStore {
   markOutboxSent(id: string, at: string): Promise<void>
   /** Forgets events sent before `before` (long past JetStream's duplicate window). */
   pruneOutbox(before: string): Promise<number>
+  /** How many events are not yet sent, and when the oldest of them was written (metrics). */
+  outboxBacklog(): Promise<{ count: number; oldestCreatedAt: string | null }>
 
-  createBatch(batch: ImportBatchRecord): Promise<void>
+  /**
+   * Records a batch with its file (kept until the batch ends, for a resume), atomically.
+   * Throws DuplicateImportError when the workspace has a batch with the same contentHash, or
+   * the user one with the same idempotencyKey.
+   */
+  createBatch(batch: ImportBatchRecord, file: Buffer | null): Promise<void>
   getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null>
-  updateBatch(id: string, update: ImportBatchUpdate): Promise<void>
+  findBatchByHash(organizationId: string, contentHash: string): Promise<ImportBatchRecord | null>
+  findBatchByKey(organizationId: string, userId: string, key: string): Promise<ImportBatchRecord | null>
+  /** Clears a batch's contentHash and idempotencyKey: the file may be imported again. */
+  forgetBatchKeys(id: string): Promise<void>
+  getImportFile(batchId: string): Promise<Buffer | null>
+  /**
+   * Writes a run of imported rows in one transaction: the prompts, the errors of the rows that
+   * could not be written, and the batch's counts (created, failed) and position. Throws
+   * DuplicateSlugError or LeaseLostError having written nothing.
+   */
+  importRows(step: ImportStep, prompts: PromptRecord[], errors: ImportRowError[]): Promise<void>
+  /** Ends the batch (completed or failed), gives up its lease and deletes its file. LeaseLostError. */
+  finishBatch(batchId: string, owner: string, status: 'completed' | 'failed', at: string): Promise<void>
+  /**
+   * Takes one processing batch whose lease is free or ran out before `at`, for `owner` until
+   * `until`, marking it resumed at `at`; null when there is none. Two callers never get the same one.
+   */
+  claimBatch(owner: string, at: string, until: string): Promise<ImportBatchRecord | null>
+  /** Extends the owner's lease; false when the batch is no longer the owner's. */
+  renewLease(batchId: string, owner: string, until: string): Promise<boolean>
+  /** Gives the batch up so that another process (or the next start) takes it at once. */
+  releaseLease(batchId: string, owner: string): Promise<void>
 
   check(): Promise<void>
   close(): Promise<void>

@@ -1,36 +1,47 @@
-import {
-  AppError,
-  CONTEXT_HEADER,
-  IdParams,
-  InjectRequest,
-  InjectResult,
-  InvokeQuery,
-  InvokeRequest,
-  InvokeResult,
-  ObjectId,
-} from '@pm/contracts'
-import { requireOrganization, type Service } from '@pm/kit'
-import { renderCompiled, renderTemplate } from '@pm/template'
-import { Type } from '@sinclair/typebox'
+import { API_ROUTES, AppError, CONTEXT_HEADER, type InvokeResult } from '@pm/contracts'
+import { requireOrganization, route, type Service } from '@pm/kit'
+import { compileChat, renderChat, renderCompiled, renderTemplate } from '@pm/template'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { RenderDeps } from '../app.ts'
-import type { ResolveRequest, Snapshot } from '../domain/resolver.ts'
+import type { RenderDeps } from '../deps.ts'
+import type { ResolveRequest, Snapshot } from '../services/resolver.ts'
 
-const InjectQuery = Type.Object({ organizationId: Type.Optional(ObjectId) }, { additionalProperties: false })
-const NoQuery = Type.Object({}, { additionalProperties: false })
-// A request without a body reaches the validator as null: "no body" means "no variables".
-const PublicInvokeRequest = Type.Object(
-  { variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())) },
-  { additionalProperties: false },
-)
+/**
+ * Every render route's body is optional (its declaration says so): a request without a body,
+ * or with a JSON `null`, means "no variables" and is validated as `{}`.
+ */
+async function noBodyAsObject(request: FastifyRequest): Promise<void> {
+  if (request.body === undefined || request.body === null) request.body = {}
+}
 
-function lookup(request: FastifyRequest, promptId: string): Omit<ResolveRequest, 'publicOnly'> {
+/** Who asks, as render forwards it to the prompts service. */
+function callerOf(
+  request: FastifyRequest,
+): Pick<ResolveRequest, 'organizationId' | 'contextHeader' | 'requestId'> {
   return {
-    promptId,
     organizationId: request.caller.organizationId,
     contextHeader: String(request.headers[CONTEXT_HEADER]),
     requestId: request.id,
   }
+}
+
+function lookup(request: FastifyRequest, promptId: string): Omit<ResolveRequest, 'publicOnly'> {
+  return { promptId, ...callerOf(request) }
+}
+
+function missingRequired(names: string[]): AppError {
+  return new AppError('MISSING_REQUIRED_VARIABLES', `missing required variables: ${names.join(', ')}`, names)
+}
+
+/** A chat placeholder's value must be a list of `{role, content}` (DESIGN section 9). */
+function notMessageLists(names: string[]): AppError {
+  return new AppError(
+    'VALIDATION_ERROR',
+    `not a list of {role, content} messages: ${names.join(', ')}`,
+    names.map((name) => ({
+      path: `/body/variables/${name}`,
+      message: 'must be an array of {role, content} with a known role and text content',
+    })),
+  )
 }
 
 /** Renders a published snapshot; required variables are the prompt's contract, enforced here. */
@@ -38,15 +49,33 @@ function invokeResult(
   snapshot: Snapshot,
   values: Record<string, unknown>,
   reply: FastifyReply,
+  maxOutputBytes: number,
 ): InvokeResult {
-  const outcome = renderCompiled(snapshot.compiled, snapshot.variables, values, 'invoke')
-  if (outcome.missingRequired.length > 0) {
-    throw new AppError(
-      'MISSING_REQUIRED_VARIABLES',
-      `missing required variables: ${outcome.missingRequired.join(', ')}`,
-      outcome.missingRequired,
-    )
+  if (snapshot.chat) return invokeChat(snapshot, snapshot.chat, values, reply, maxOutputBytes)
+  const outcome = renderCompiled(snapshot.compiled, snapshot.variables, values, 'invoke', { maxOutputBytes })
+  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+  reply.header('x-service-version', String(snapshot.version))
+  const result: InvokeResult = {
+    renderedContent: outcome.renderedContent,
+    variables: values,
+    promptId: snapshot.promptId,
+    versionId: snapshot.versionId,
+    version: snapshot.version,
   }
+  if (snapshot.config) result.config = snapshot.config
+  return result
+}
+
+function invokeChat(
+  snapshot: Snapshot,
+  chat: NonNullable<Snapshot['chat']>,
+  values: Record<string, unknown>,
+  reply: FastifyReply,
+  maxOutputBytes: number,
+): InvokeResult {
+  const outcome = renderChat(chat, snapshot.variables, values, 'invoke', { maxOutputBytes })
+  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+  if (outcome.invalidPlaceholders.length > 0) throw notMessageLists(outcome.invalidPlaceholders)
   reply.header('x-service-version', String(snapshot.version))
   return {
     renderedContent: outcome.renderedContent,
@@ -54,83 +83,104 @@ function invokeResult(
     promptId: snapshot.promptId,
     versionId: snapshot.versionId,
     version: snapshot.version,
+    renderedMessages: outcome.renderedMessages,
+    ...(snapshot.config ? { config: snapshot.config } : {}),
   }
 }
 
-export function renderRoutes(app: Service, { resolver }: RenderDeps): void {
-  app.post(
-    '/api/v1/prompts/:id/invoke',
-    {
-      schema: {
-        params: IdParams,
-        querystring: InvokeQuery,
-        body: Type.Union([Type.Ref(InvokeRequest), Type.Null()]),
-        response: { 200: InvokeResult },
-      },
-    },
+/** Query and body of invoke: the version asked for (query or body, not differing), or an env. */
+function selector(
+  query: { version?: number; env?: 'preview' | 'production' },
+  body: { version?: number },
+): { version?: number; env?: 'preview' | 'production' } {
+  const { env } = query
+  if (query.version !== undefined && body.version !== undefined && query.version !== body.version) {
+    throw new AppError('VALIDATION_ERROR', 'version in query and body differ', [
+      { path: '/body/version', message: 'differs from the query' },
+    ])
+  }
+  const version = query.version ?? body.version
+  if (version !== undefined && env !== undefined) {
+    throw new AppError('VALIDATION_ERROR', 'give version or env, not both', [
+      { path: '/query/env', message: 'cannot be combined with version' },
+    ])
+  }
+  return { version, env }
+}
+
+export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderDeps): void {
+  route(
+    app,
+    API_ROUTES.invokePrompt,
     async (request, reply) => {
       requireOrganization(request)
       const body = request.body ?? {}
-      const { env } = request.query
-      const queryVersion = request.query.version
-      if (queryVersion !== undefined && body.version !== undefined && queryVersion !== body.version) {
-        throw new AppError('VALIDATION_ERROR', 'version in query and body differ', [
-          { path: '/body/version', message: 'differs from the query' },
-        ])
-      }
-      const version = queryVersion ?? body.version
-      if (version !== undefined && env !== undefined) {
-        throw new AppError('VALIDATION_ERROR', 'give version or env, not both', [
-          { path: '/query/env', message: 'cannot be combined with version' },
-        ])
-      }
       const snapshot = await resolver.resolve({
         ...lookup(request, request.params.id),
-        version,
-        env,
+        ...selector(request.query, body),
         publicOnly: false,
       })
-      return invokeResult(snapshot, body.variables ?? {}, reply)
+      return invokeResult(snapshot, body.variables ?? {}, reply, maxOutputBytes)
     },
+    { preValidation: noBodyAsObject },
   )
 
-  app.post(
-    '/api/v1/prompts/:id/inject',
-    {
-      schema: {
-        params: IdParams,
-        querystring: InjectQuery,
-        body: Type.Union([Type.Ref(InjectRequest), Type.Null()]),
-        response: { 200: InjectResult },
-      },
+  // The same as invoke, the prompt named by its slug in the caller's workspace.
+  route(
+    app,
+    API_ROUTES.invokePromptBySlug,
+    async (request, reply) => {
+      requireOrganization(request)
+      const body = request.body ?? {}
+      const snapshot = await resolver.resolveBySlug({
+        ...callerOf(request),
+        slug: request.params.slug,
+        ...selector(request.query, body),
+      })
+      return invokeResult(snapshot, body.variables ?? {}, reply, maxOutputBytes)
     },
+    { preValidation: noBodyAsObject },
+  )
+
+  route(
+    app,
+    API_ROUTES.injectPrompt,
     async (request) => {
       requireOrganization(request)
       const draft = await resolver.draft({ ...lookup(request, request.params.id), publicOnly: false })
       const values = request.body?.variables ?? {}
-      const outcome = renderTemplate(draft.template, draft.variables, values, 'inject')
+      if (draft.messages) {
+        const chat = renderChat(compileChat(draft.messages), draft.variables, values, 'inject', {
+          maxOutputBytes,
+        })
+        if (chat.invalidPlaceholders.length > 0) throw notMessageLists(chat.invalidPlaceholders)
+        return {
+          renderedContent: chat.renderedContent,
+          unresolvedVariables: chat.unresolved,
+          variables: values,
+          renderedMessages: chat.renderedMessages,
+          ...(draft.config ? { config: draft.config } : {}),
+        }
+      }
+      const outcome = renderTemplate(draft.template, draft.variables, values, 'inject', { maxOutputBytes })
       return {
         renderedContent: outcome.renderedContent,
         unresolvedVariables: outcome.unresolved,
         variables: values,
+        ...(draft.config ? { config: draft.config } : {}),
       }
     },
+    { preValidation: noBodyAsObject },
   )
 
   // No credentials: the prompts service answers only for a public prompt, with its current version.
-  app.post(
-    '/api/v1/public/prompts/:id/invoke',
-    {
-      schema: {
-        params: IdParams,
-        querystring: NoQuery,
-        body: Type.Union([PublicInvokeRequest, Type.Null()]),
-        response: { 200: InvokeResult },
-      },
-    },
+  route(
+    app,
+    API_ROUTES.invokePublicPrompt,
     async (request, reply) => {
       const snapshot = await resolver.resolve({ ...lookup(request, request.params.id), publicOnly: true })
-      return invokeResult(snapshot, request.body?.variables ?? {}, reply)
+      return invokeResult(snapshot, request.body?.variables ?? {}, reply, maxOutputBytes)
     },
+    { preValidation: noBodyAsObject },
   )
 }

@@ -1,5 +1,6 @@
 import type { DeliveryStatus } from '@pm/contracts'
-import { type Collection, type Db, type Filter, type MongoClient, MongoBulkWriteError } from 'mongodb'
+import { dropReplacedIndex, onlyDuplicateKeys, TRANSACTION_OPTIONS } from '@pm/kit'
+import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AttemptRecord,
   DeliveryOutcome,
@@ -44,13 +45,22 @@ export class MongoWebhookStore implements WebhookStore {
   }
 
   async init(): Promise<void> {
+    // Every sort has its whole key, tie-break included, in an index after the equality fields,
+    // so that MongoDB never sorts in memory (claimDue on the worker's hot path, listDeliveries,
+    // listSubscriptions, subscriptionsFor).
     await Promise.all([
-      this.subscriptions.createIndex({ organizationId: 1, createdAt: 1 }),
+      this.subscriptions.createIndex({ organizationId: 1, createdAt: 1, _id: 1 }),
       this.deliveries.createIndex({ eventId: 1, subscriptionId: 1 }, { unique: true }),
-      this.deliveries.createIndex({ status: 1, nextAttemptAt: 1 }),
-      this.deliveries.createIndex({ subscriptionId: 1, createdAt: -1 }),
+      this.deliveries.createIndex({ status: 1, nextAttemptAt: 1, _id: 1 }),
+      this.deliveries.createIndex({ subscriptionId: 1, createdAt: -1, _id: -1 }),
       this.attempts.createIndex({ deliveryId: 1, number: 1 }),
       this.attempts.createIndex({ subscriptionId: 1 }),
+    ])
+    // Their narrower predecessors.
+    await Promise.all([
+      dropReplacedIndex(this.subscriptions, 'organizationId_1_createdAt_1'),
+      dropReplacedIndex(this.deliveries, 'status_1_nextAttemptAt_1'),
+      dropReplacedIndex(this.deliveries, 'subscriptionId_1_createdAt_-1'),
     ])
   }
 
@@ -96,7 +106,7 @@ export class MongoWebhookStore implements WebhookStore {
   }
 
   async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
-    const session = this.client.startSession()
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       let deleted = false
       await session.withTransaction(async () => {
@@ -123,10 +133,9 @@ export class MongoWebhookStore implements WebhookStore {
       )
       return result.insertedCount
     } catch (err) {
-      if (err instanceof MongoBulkWriteError) {
-        const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
-        if (errors.every((e) => e.code === 11000)) return err.insertedCount
-      }
+      // Only "some were there already" is success; anything else may have lost deliveries, and
+      // the caller must not acknowledge the event.
+      if (onlyDuplicateKeys(err, deliveries.length)) return err.insertedCount
       throw err
     }
   }
@@ -196,7 +205,7 @@ export class MongoWebhookStore implements WebhookStore {
     attempt: AttemptRecord | null,
     o: DeliveryOutcome,
   ): Promise<boolean> {
-    const session = this.client.startSession()
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       let applied = false
       await session.withTransaction(async () => {

@@ -1,6 +1,15 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import type { DeliveryStatus } from '@pm/contracts'
-import { openSqlite, transaction, queryAll, queryOne, type SqliteRow, text, textOrNull } from '@pm/kit'
+import {
+  closeSqlite,
+  openSqlite,
+  transaction,
+  queryAll,
+  queryOne,
+  type SqliteRow,
+  text,
+  textOrNull,
+} from '@pm/kit'
 import type {
   AttemptRecord,
   DeliveryOutcome,
@@ -419,6 +428,6 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async close(): Promise<void> {
-    if (this.db.isOpen) this.db.close()
+    closeSqlite(this.db)
   }
 }

@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ObjectId } from '../common.ts'
+import { Slug } from '../prompts.ts'
 
 /**
  * What the route catalogue needs for the prompt and render routes besides the schemas of
@@ -12,6 +13,8 @@ export const Deleted = Type.Object({ _id: ObjectId, deleted: Type.Literal(true) 
 export type Deleted = Static<typeof Deleted>
 
 export const PromptParams = Type.Object({ id: ObjectId }, { additionalProperties: false })
+/** A prompt named by its slug (unique in the workspace). */
+export const SlugParams = Type.Object({ slug: Slug }, { additionalProperties: false })
 export const VersionParams = Type.Object(
   { id: ObjectId, versionId: ObjectId },
   { additionalProperties: false },
@@ -26,6 +29,9 @@ export const OrganizationQuery = Type.Object(
   { organizationId: Type.Optional(ObjectId) },
   { additionalProperties: false },
 )
+
+/** A route that takes no query parameter: any one given is a 400 VALIDATION_ERROR. */
+export const NoQuery = Type.Object({}, { additionalProperties: false })
 
 /** Body of a route that takes nothing but the workspace (restore); it may be left out. */
 export const OrganizationBody = Type.Object(
@@ -44,7 +50,10 @@ export const ImportUpload = Type.Object(
   {
     file: Type.String({
       contentMediaType: 'text/csv',
-      description: 'columns name, template (required), description, tags (separated by `;` or `,`)',
+      description:
+        'columns name (required), template (required for text prompts), description, tags ' +
+        '(separated by `;` or `,`), type (`text` or `chat`), messages (JSON list, chat prompts), ' +
+        'config (a JSON object)',
     }),
   },
   { additionalProperties: false },

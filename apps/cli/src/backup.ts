@@ -1,0 +1,194 @@
+import { createHash } from 'node:crypto'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { backup, DatabaseSync } from 'node:sqlite'
+import { sqliteHolders } from '@pm/kit'
+
+/** The embedded default's SQLite stores under DATA_DIR (each service opens its own). */
+export const STORE_FILES = ['identity.db', 'prompts.db', 'webhooks.db'] as const
+type StoreFile = (typeof STORE_FILES)[number]
+
+const FORMAT = 'pm-backup/1'
+
+export interface BackedUpStore {
+  name: StoreFile
+  bytes: number
+  sha256: string
+}
+
+export interface BackupResult {
+  file: string
+  createdAt: string
+  stores: BackedUpStore[]
+}
+
+const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex')
+
+/**
+ * A consistent online copy of each store, taken with SQLite's online backup API (node:sqlite's
+ * `backup`, i.e. sqlite3_backup_* of the SQLite built into Node) while the service keeps
+ * writing: each copy is one snapshot of its database. The copies go into one file, itself a
+ * SQLite database (`files(name, sha256, bytes, content)` and `meta(key, value)`), written
+ * beside `out` and renamed into place, so a crash never leaves a half-written backup.
+ */
+export async function backupStores(dataDir: string, out: string): Promise<BackupResult> {
+  const present = STORE_FILES.filter((name) => existsSync(join(dataDir, name)))
+  if (present.length === 0) throw new Error(`no store under ${dataDir} (${STORE_FILES.join(', ')})`)
+  const work = join(tmpdir(), `pm-backup-${process.pid}-${Date.now()}`)
+  mkdirSync(work, { recursive: true })
+  const partial = `${out}.partial`
+  const createdAt = new Date().toISOString()
+  try {
+    const stores: BackedUpStore[] = []
+    const copies: Array<{ name: StoreFile; data: Uint8Array }> = []
+    for (const name of present) {
+      const source = new DatabaseSync(join(dataDir, name), { readOnly: true })
+      try {
+        // All pages in one step (the largest batch node:sqlite takes): one WAL read
+        // transaction, so writers are not held up, and no restart when a writer commits
+        // mid-copy (as batches of pages would have).
+        await backup(source, join(work, name), { rate: 0x7fffffff })
+      } finally {
+        source.close()
+      }
+      const copy = join(work, name)
+      check(copy, name)
+      const data = readFileSync(copy)
+      copies.push({ name, data })
+      stores.push({ name, bytes: data.length, sha256: sha256(data) })
+    }
+    mkdirSync(dirname(out), { recursive: true })
+    rmSync(partial, { force: true })
+    const bundle = new DatabaseSync(partial)
+    try {
+      bundle.exec(`
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE files (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, bytes INTEGER NOT NULL, content BLOB NOT NULL);
+      `)
+      const meta = bundle.prepare('INSERT INTO meta (key, value) VALUES (?, ?)')
+      meta.run('format', FORMAT)
+      meta.run('createdAt', createdAt)
+      const insert = bundle.prepare('INSERT INTO files (name, sha256, bytes, content) VALUES (?, ?, ?, ?)')
+      for (const { name, data } of copies) insert.run(name, sha256(data), data.length, data)
+    } finally {
+      bundle.close()
+    }
+    renameSync(partial, out)
+    return { file: out, createdAt, stores }
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+    rmSync(partial, { force: true })
+  }
+}
+
+/** Throws unless the file is a sound SQLite database. */
+function check(file: string, name: string): void {
+  const db = new DatabaseSync(file, { readOnly: true })
+  try {
+    const row = db.prepare('PRAGMA integrity_check').get() as { integrity_check?: string } | undefined
+    if (row?.integrity_check !== 'ok')
+      throw new Error(`${name}: integrity check failed (${row?.integrity_check})`)
+  } finally {
+    db.close()
+  }
+}
+
+export interface RestoreResult {
+  createdAt: string
+  stores: BackedUpStore[]
+  /** Where the files that were replaced went (with --force). */
+  setAside: string[]
+}
+
+/** Refused restores: the message says why and what to do. */
+export class RestoreRefused extends Error {
+  override name = 'RestoreRefused'
+}
+
+/**
+ * Puts a backup's stores into `dataDir`. Refuses while a living process holds a store of
+ * `dataDir` open (the holder files of openSqlite), and when a store is already there unless
+ * `force` (then the old file and its -wal/-shm are renamed `<name>.before-restore-<time>`, never
+ * deleted). Every file is checked (checksum, SQLite integrity) before anything is replaced, and
+ * each lands by a rename.
+ */
+export function restoreStores(file: string, dataDir: string, opts: { force?: boolean } = {}): RestoreResult {
+  const held = sqliteHolders(dataDir)
+  if (held.length > 0) {
+    throw new RestoreRefused(
+      `the service is running on ${dataDir}: ${held.join(', ')} has the stores open. Stop it first.`,
+    )
+  }
+  if (!existsSync(file) || !statSync(file).isFile()) throw new RestoreRefused(`${file} is not a file`)
+  let createdAt: string
+  const entries: Array<BackedUpStore & { content: Uint8Array }> = []
+  let bundle: DatabaseSync
+  try {
+    bundle = new DatabaseSync(file, { readOnly: true })
+  } catch {
+    throw new RestoreRefused(`${file} is not a backup made by "pm backup"`)
+  }
+  try {
+    const meta = (key: string) =>
+      (bundle.prepare('SELECT value FROM meta WHERE key = ?').get(key) as { value?: string } | undefined)
+        ?.value
+    let format: string | undefined
+    try {
+      format = meta('format')
+      createdAt = meta('createdAt') ?? ''
+    } catch {
+      throw new RestoreRefused(`${file} is not a backup made by "pm backup"`)
+    }
+    if (format !== FORMAT)
+      throw new RestoreRefused(`${file} is not a backup made by "pm backup" (format ${format})`)
+    for (const row of bundle.prepare('SELECT name, sha256, bytes, content FROM files').all()) {
+      const name = String(row.name)
+      if (!(STORE_FILES as readonly string[]).includes(name))
+        throw new RestoreRefused(`the backup holds an unexpected file "${name}"`)
+      const content = row.content as Uint8Array
+      if (sha256(content) !== row.sha256 || content.length !== Number(row.bytes))
+        throw new RestoreRefused(`${name} in the backup is damaged (checksum mismatch)`)
+      entries.push({ name: name as StoreFile, bytes: content.length, sha256: String(row.sha256), content })
+    }
+  } finally {
+    bundle.close()
+  }
+  if (entries.length === 0) throw new RestoreRefused(`${file} holds no store`)
+
+  const existing = entries.filter((e) => existsSync(join(dataDir, e.name)))
+  if (existing.length > 0 && !opts.force) {
+    throw new RestoreRefused(
+      `${existing.map((e) => e.name).join(', ')} already in ${dataDir}: restore into an empty DATA_DIR, or pass --force to set the current files aside`,
+    )
+  }
+  mkdirSync(dataDir, { recursive: true })
+  // Everything written and checked first; only then is anything moved.
+  const staged: Array<{ name: StoreFile; tmp: string }> = []
+  try {
+    for (const e of entries) {
+      const tmp = join(dataDir, `${e.name}.restoring`)
+      writeFileSync(tmp, e.content)
+      check(tmp, e.name)
+      staged.push({ name: e.name, tmp })
+    }
+  } catch (err) {
+    for (const s of staged) rmSync(s.tmp, { force: true })
+    throw err
+  }
+  const setAside: string[] = []
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+  for (const { name, tmp } of staged) {
+    const target = join(dataDir, name)
+    // A -wal left beside the new file would be replayed into it: the old one goes with its file.
+    for (const suffix of ['', '-wal', '-shm']) {
+      const old = `${target}${suffix}`
+      if (!existsSync(old)) continue
+      const aside = `${target}.before-restore-${stamp}${suffix}`
+      renameSync(old, aside)
+      if (suffix === '') setAside.push(aside)
+    }
+    renameSync(tmp, target)
+  }
+  return { createdAt, stores: entries.map(({ content: _c, ...e }) => e), setAside }
+}

@@ -1,0 +1,122 @@
+import type { RateLimitSetting } from '@pm/contracts'
+import {
+  type Context,
+  clientFor,
+  gatewayUrl,
+  organizationId,
+  parse,
+  parseScopes,
+  readPassword,
+  required,
+  session,
+  table,
+  UsageError,
+} from '../context.ts'
+import { PromptClient } from '@pm/client'
+import { clearSession, writeSession } from '../session.ts'
+
+export async function loginCommand(ctx: Context, args: string[]): Promise<number> {
+  const { values } = parse(args, {
+    email: { type: 'string' },
+    password: { type: 'string' },
+    'password-stdin': { type: 'boolean' },
+  })
+  const email = required(values.email, '--email')
+  const password = await readPassword(ctx, values)
+  const url = gatewayUrl(ctx)
+  const client = new PromptClient({ baseUrl: url, userAgent: 'pm-cli' })
+  const login = await client.login(email, password)
+  const organization = ctx.org ?? login.organizationId
+  const expiresAt = new Date(Date.now() + login.expiresIn * 1000).toISOString()
+  writeSession(ctx.settings.sessionFile, {
+    url,
+    email,
+    accessToken: login.accessToken,
+    ...(login.refreshToken ? { refreshToken: login.refreshToken } : {}),
+    organizationId: organization,
+    expiresAt,
+  })
+  ctx.print(
+    `Signed in to ${url} as ${login.user.email}; organization ${organization ?? '(none)'}; session until ${expiresAt}.`,
+    { url, user: login.user, organizationId: organization, expiresAt },
+  )
+  return 0
+}
+
+export async function logoutCommand(ctx: Context, args: string[]): Promise<number> {
+  parse(args, {})
+  const saved = session(ctx)
+  if (saved?.refreshToken) {
+    // Best effort: the session file goes whatever the service says.
+    await new PromptClient({ baseUrl: saved.url }).api
+      .logout({ body: { refreshToken: saved.refreshToken } })
+      .catch(() => undefined)
+  }
+  clearSession(ctx.settings.sessionFile)
+  ctx.print('Signed out.', { signedOut: true })
+  return 0
+}
+
+function parseRate(text: string | undefined): RateLimitSetting | undefined {
+  if (!text) return undefined
+  const match = /^(\d+)\/(\d+)$/.exec(text)
+  if (!match) throw new UsageError('--rate is <points>/<seconds>, e.g. 600/60')
+  return { points: Number(match[1]), durationSeconds: Number(match[2]) }
+}
+
+/** `pm keys list|create|revoke`: key management through the API, with a user session. */
+export async function keysCommand(ctx: Context, args: string[]): Promise<number> {
+  const [sub, ...rest] = args
+  if (sub !== 'list' && sub !== 'create' && sub !== 'revoke')
+    throw new UsageError('pm keys list|create|revoke')
+  const { values, positionals } = parse(rest, {
+    name: { type: 'string' },
+    scopes: { type: 'string' },
+    expires: { type: 'string' },
+    rate: { type: 'string' },
+  })
+  const client = await clientFor(ctx, 'user')
+  const org = organizationId(ctx)
+  if (sub === 'list') {
+    const { apiKeys } = await client.api.listApiKeys({ params: { id: org } })
+    ctx.print(
+      table(
+        ['ID', 'NAME', 'PREFIX', 'SCOPES', 'LAST USED', 'REVOKED'],
+        apiKeys.map((k) => [
+          k._id,
+          k.name,
+          k.prefix,
+          k.scopes.join(','),
+          k.lastUsedAt ?? '-',
+          k.revokedAt ?? '-',
+        ]),
+      ),
+      apiKeys,
+    )
+    return 0
+  }
+  if (sub === 'create') {
+    const created = await client.api.createApiKey({
+      params: { id: org },
+      body: {
+        name: required(values.name, '--name'),
+        scopes: parseScopes(required(values.scopes, '--scopes'), []),
+        ...(values.expires ? { expiresAt: new Date(values.expires).toISOString() } : {}),
+        ...(values.rate ? { rateLimit: parseRate(values.rate) } : {}),
+      },
+    })
+    ctx.print(
+      `API key "${created.apiKey.name}" (${created.apiKey._id}) with ${created.apiKey.scopes.join(', ')}. Shown once:\n${created.key}`,
+      created,
+    )
+    return 0
+  }
+  if (sub === 'revoke') {
+    const keyId = positionals[0]
+    if (!keyId) throw new UsageError('pm keys revoke <keyId>')
+    const revoked = await client.api.revokeApiKey({ params: { id: org, keyId } })
+    ctx.print(`Revoked ${revoked._id} ("${revoked.name}") at ${revoked.revokedAt}.`, revoked)
+    return 0
+  }
+  return 2
+}

@@ -1,0 +1,362 @@
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { run } from '../src/cli.ts'
+import { parseScopes } from '../src/context.ts'
+import { ProgressBar, renderBar } from '../src/progress.ts'
+import { readSession, writeSession } from '../src/session.ts'
+
+const ID = '0123456789abcdef01234567'
+const V1 = '0123456789abcdef0123456a'
+const V2 = '0123456789abcdef0123456b'
+const BATCH = '0123456789abcdef0123456c'
+const ORG = '0123456789abcdef0123456d'
+
+function capture(isTTY = false) {
+  const chunks: string[] = []
+  return { write: (t: string) => chunks.push(t), isTTY, text: () => chunks.join('') }
+}
+
+interface Seen {
+  method: string
+  url: string
+  body: unknown
+  authorization: string | undefined
+}
+
+describe('pm (in process, against a fake gateway)', () => {
+  let app: FastifyInstance
+  let base: string
+  let dir: string
+  const seen: Seen[] = []
+  let polls = 0
+  let refreshes = 0
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'pm-cli-'))
+    app = Fastify()
+    app.addContentTypeParser('multipart/form-data', { parseAs: 'string' }, (_r, body, done) =>
+      done(null, body),
+    )
+    app.addHook('onRequest', async (request) => {
+      seen.push({
+        method: request.method,
+        url: request.url,
+        body: undefined,
+        authorization: request.headers.authorization,
+      })
+    })
+    app.addHook('preHandler', async (request) => {
+      const last = seen.at(-1)
+      if (last) last.body = request.body
+    })
+    app.get('/api/v1/prompts/:id/versions', async () => ({
+      data: {
+        versions: [
+          { _id: V2, version: 2 },
+          { _id: V1, version: 1 },
+        ],
+      },
+    }))
+    app.post('/api/v1/prompts/:id/environments/:env/promote', async (request) => ({
+      data: {
+        versionId: (request.body as { versionId: string }).versionId,
+        version: 1,
+        promotedAt: new Date(0).toISOString(),
+        promotedBy: ORG,
+      },
+    }))
+    app.post('/api/v1/prompts/import', async (_request, reply) =>
+      reply.code(202).send({ data: { batchId: BATCH, message: 'import accepted' } }),
+    )
+    app.get('/api/v1/prompts/import/:batchId', async () => {
+      polls++
+      const steps = [
+        { status: 'processing', total: 3, created: 0, failed: 0, errors: [] },
+        {
+          status: 'processing',
+          total: 3,
+          created: 1,
+          failed: 1,
+          errors: [{ row: 3, message: 'template is required' }],
+        },
+        {
+          status: 'completed',
+          total: 3,
+          created: 2,
+          failed: 1,
+          errors: [{ row: 3, message: 'template is required' }],
+        },
+      ]
+      return { data: { batchId: BATCH, ...(steps[Math.min(polls - 1, 2)] ?? {}) } }
+    })
+    // A user session whose access token has expired: only "fresh-N" tokens are accepted, and
+    // each refresh rotates the refresh token.
+    app.post('/api/v1/auth/refresh', async (request, reply) => {
+      const { refreshToken } = request.body as { refreshToken: string }
+      if (refreshToken !== `refresh-${refreshes}`) {
+        return reply
+          .code(401)
+          .send({ error: { code: 'INVALID_CREDENTIALS', message: 'spent', requestId: 'r' } })
+      }
+      refreshes++
+      return {
+        data: {
+          accessToken: `fresh-${refreshes}`,
+          tokenType: 'Bearer',
+          expiresIn: 900,
+          refreshToken: `refresh-${refreshes}`,
+          user: { _id: ORG, email: 'a@b.co', name: 'A', createdAt: new Date(0).toISOString() },
+          organizationId: ORG,
+        },
+      }
+    })
+    app.get('/api/v1/organizations/:id/api-keys', async (request, reply) =>
+      request.headers.authorization?.startsWith('Bearer fresh-')
+        ? { data: { apiKeys: [] } }
+        : reply
+            .code(401)
+            .send({ error: { code: 'INVALID_CREDENTIALS', message: 'expired', requestId: 'r' } }),
+    )
+    app.get('/api/v1/prompts', async (_request, reply) =>
+      reply
+        .code(401)
+        .send({ error: { code: 'INVALID_CREDENTIALS', message: 'bad key', requestId: 'rid-7' } }),
+    )
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    const address = app.server.address()
+    base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`
+  })
+
+  afterAll(async () => {
+    await app.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  beforeEach(() => {
+    seen.length = 0
+    polls = 0
+  })
+
+  const env = (extra: Record<string, string> = {}) => ({
+    PM_URL: base,
+    PM_TOKEN: 'user-jwt',
+    PM_ORG: ORG,
+    PM_CONFIG: join(dir, 'session.json'),
+    ...extra,
+  })
+
+  it('promote finds the version id from its number and pins it', async () => {
+    const out = capture()
+    const err = capture()
+    const code = await run(['promote', ID, 'production', '--version', '1', '--json'], {
+      stdout: out,
+      stderr: err,
+      env: env(),
+    })
+    expect(err.text()).toBe('')
+    expect(code).toBe(0)
+    expect(JSON.parse(out.text())).toMatchObject({ versionId: V1, version: 1 })
+    const promote = seen.find((s) => s.url.includes('/promote'))
+    expect(promote?.url).toBe(`/api/v1/prompts/${ID}/environments/production/promote?organizationId=${ORG}`)
+    expect(promote?.body).toEqual({ versionId: V1 })
+    expect(promote?.authorization).toBe('Bearer user-jwt')
+  })
+
+  it('import uploads the file, draws progress while polling, and reports the bad rows', async () => {
+    const csv = join(dir, 'prompts.csv')
+    writeFileSync(csv, 'name,template\nA,Hello {{x}}\nB,\n')
+    const out = capture()
+    const err = capture()
+    const code = await run(['import', csv, '--interval', '1'], { stdout: out, stderr: err, env: env() })
+    expect(code).toBe(1)
+    expect(String(seen[0]?.body)).toContain('Hello {{x}}')
+    expect(err.text().trim().split('\n')).toEqual([
+      `[${'-'.repeat(30)}] 0/3 0% created 0, failed 0`,
+      `[${'#'.repeat(20)}${'-'.repeat(10)}] 2/3 67% created 1, failed 1`,
+      `[${'#'.repeat(30)}] 3/3 100% created 2, failed 1`,
+    ])
+    expect(out.text()).toContain(`Import ${BATCH} completed: 2 created, 1 failed of 3.`)
+    expect(out.text()).toContain('row 3: template is required')
+  })
+
+  it('prints the service error with its code and request id, exit 1', async () => {
+    const err = capture()
+    const code = await run(['prompts', 'list'], {
+      stdout: capture(),
+      stderr: err,
+      env: env({ PM_API_KEY: 'pk_wrong' }),
+    })
+    expect(code).toBe(1)
+    expect(err.text()).toContain('error: INVALID_CREDENTIALS: bad key (request rid-7)')
+    expect(seen[0]?.authorization).toBe('Bearer pk_wrong')
+    // The remedy for a refused key is a valid key, not signing in.
+    expect(err.text()).toContain('hint: the API key in PM_API_KEY was refused')
+    expect(err.text()).not.toContain('login')
+  })
+
+  it('a version that does not exist is a failure (exit 1), not a usage error', async () => {
+    const err = capture()
+    const code = await run(['promote', ID, 'production', '--version', '7'], {
+      stdout: capture(),
+      stderr: err,
+      env: env(),
+    })
+    expect(code).toBe(1)
+    expect(err.text()).toContain(`error: NOT_FOUND: prompt ${ID} has no version 7 (its versions: 2, 1)`)
+    expect(seen.some((s) => s.url.includes('/promote'))).toBe(false)
+  })
+
+  it('an unreachable service: the error names the URL', async () => {
+    const closed = 'http://127.0.0.1:9'
+    const err = capture()
+    const code = await run(['prompts', 'list'], {
+      stdout: capture(),
+      stderr: err,
+      env: env({ PM_URL: closed, PM_API_KEY: 'pk_x' }),
+    })
+    expect(code).toBe(1)
+    expect(err.text()).toContain(
+      `error: NETWORK_ERROR: listPrompts: the service cannot be reached at GET ${closed}/api/v1/prompts`,
+    )
+    expect(err.text()).toContain(`hint: is the service running at ${closed}?`)
+  })
+
+  it('hints name the command as the user ran it', async () => {
+    const err = capture()
+    expect(await run(['nope'], { stdout: capture(), stderr: err, env: env(), prog: 'npm run cli --' })).toBe(
+      2,
+    )
+    expect(err.text()).toContain('Run "npm run cli -- help" for usage.')
+  })
+
+  describe('the login session', () => {
+    const file = () => join(dir, 'refresh-session.json')
+    const sessionEnv = () => ({ PM_URL: base, PM_CONFIG: file() })
+    const save = (expiresAt: number, refreshToken = `refresh-${refreshes}`) =>
+      writeSession(file(), {
+        url: base,
+        email: 'a@b.co',
+        accessToken: 'expired-token',
+        refreshToken,
+        organizationId: ORG,
+        expiresAt: new Date(expiresAt).toISOString(),
+      })
+
+    it('an expired access token is renewed with the refresh token before the command, and both are saved', async () => {
+      refreshes = 0
+      save(Date.now() - 1000)
+      const out = capture()
+      const err = capture()
+      expect(await run(['keys', 'list'], { stdout: out, stderr: err, env: sessionEnv() })).toBe(0)
+      expect(err.text()).toBe('')
+      expect(seen.map((s) => `${s.method} ${s.url.split('?')[0]} ${s.authorization ?? ''}`)).toEqual([
+        'POST /api/v1/auth/refresh ',
+        `GET /api/v1/organizations/${ORG}/api-keys Bearer fresh-1`,
+      ])
+      expect(readSession(file())).toMatchObject({ accessToken: 'fresh-1', refreshToken: 'refresh-1' })
+      expect(Date.parse(readSession(file())?.expiresAt ?? '')).toBeGreaterThan(Date.now() + 800_000)
+    })
+
+    it('a 401 to a token believed valid renews it and sends the request again', async () => {
+      save(Date.now() + 600_000)
+      expect(await run(['keys', 'list'], { stdout: capture(), stderr: capture(), env: sessionEnv() })).toBe(0)
+      expect(seen.map((s) => `${s.method} ${s.url.split('?')[0]} ${s.authorization ?? ''}`)).toEqual([
+        `GET /api/v1/organizations/${ORG}/api-keys Bearer expired-token`,
+        'POST /api/v1/auth/refresh ',
+        `GET /api/v1/organizations/${ORG}/api-keys Bearer fresh-2`,
+      ])
+      expect(readSession(file())).toMatchObject({ accessToken: 'fresh-2', refreshToken: 'refresh-2' })
+    })
+
+    it('two commands at once spend the refresh token once, and both succeed', async () => {
+      save(Date.now() - 1000)
+      const results = await Promise.all(
+        [1, 2, 3].map(() =>
+          run(['keys', 'list'], { stdout: capture(), stderr: capture(), env: sessionEnv() }),
+        ),
+      )
+      expect(results).toEqual([0, 0, 0])
+      expect(seen.filter((s) => s.url.startsWith('/api/v1/auth/refresh'))).toHaveLength(1)
+    })
+
+    it('a session that cannot be renewed says to sign in again', async () => {
+      save(0, 'spent')
+      const err = capture()
+      expect(await run(['keys', 'list'], { stdout: capture(), stderr: err, env: sessionEnv() })).toBe(1)
+      expect(err.text()).toContain('INVALID_CREDENTIALS')
+      expect(err.text()).toContain(
+        'hint: your session has ended: sign in again with "pm login --email <email>"',
+      )
+    })
+  })
+
+  it('refuses bad usage with exit 2 before calling anything', async () => {
+    const cases = [
+      ['nope'],
+      ['promote', ID, 'staging', '--version', '1'],
+      ['promote', ID, 'preview'],
+      ['invoke', ID, '--var', 'novalue'],
+      ['keys', 'rotate'],
+      ['prompts', 'list', '--limit', 'many'],
+      ['init', '--email', 'a@b.co'],
+    ]
+    for (const args of cases) {
+      const err = capture()
+      expect(await run(args, { stdout: capture(), stderr: err, env: env() }), args.join(' ')).toBe(2)
+      expect(err.text()).toContain('error:')
+    }
+    expect(seen).toEqual([])
+    const noCredential = capture()
+    expect(
+      await run(['publish', ID], {
+        stdout: capture(),
+        stderr: noCredential,
+        env: { PM_URL: base, PM_CONFIG: join(dir, 'none.json') },
+      }),
+    ).toBe(2)
+    expect(noCredential.text()).toContain('pm login')
+  })
+})
+
+describe('pieces', () => {
+  it('renders a bar, redrawn in place on a terminal', () => {
+    expect(renderBar(1, 4, 8)).toBe('[##------] 1/4 25%')
+    expect(renderBar(0, 0, 4)).toBe('[----] 0/0 0%')
+    const tty = capture(true)
+    const bar = new ProgressBar(tty)
+    bar.update(1, 2)
+    bar.update(1, 2)
+    bar.update(2, 2)
+    bar.finish()
+    expect(tty.text()).toBe(`\r${renderBar(1, 2)}\u001b[K\r${renderBar(2, 2)}\u001b[K\n`)
+  })
+
+  it('checks scopes', () => {
+    expect(parseScopes('prompts:read, prompts:read,organization:read', [])).toEqual([
+      'prompts:read',
+      'organization:read',
+    ])
+    expect(parseScopes(undefined, ['prompts:read'])).toEqual(['prompts:read'])
+    expect(() => parseScopes('prompts:admin', [])).toThrow(/unknown scope prompts:admin/)
+  })
+
+  it('keeps the session in a file only its owner can read', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pm-session-'))
+    const file = join(dir, 'nested', 'session.json')
+    const session = {
+      url: 'http://x',
+      email: 'a@b.co',
+      accessToken: 't',
+      organizationId: null,
+      expiresAt: new Date(0).toISOString(),
+    }
+    writeSession(file, session)
+    expect(statSync(file).mode & 0o777).toBe(0o600)
+    expect(readSession(file)).toEqual(session)
+    expect(readSession(join(dir, 'missing.json'))).toBeNull()
+    rmSync(dir, { recursive: true, force: true })
+  })
+})

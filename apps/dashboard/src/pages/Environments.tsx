@@ -1,0 +1,117 @@
+import { ENVIRONMENTS, type EnvironmentName, type Pin } from '@pm/contracts'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { useState } from 'react'
+import { RenderedMessages } from '../chat.tsx'
+import { keys, usePrompt, useVersions } from '../prompt.ts'
+import { client, useSignedIn } from '../session.ts'
+import { Empty, ErrorBanner, Loading, When } from '../ui.tsx'
+
+const TITLES: Record<EnvironmentName, string> = { preview: 'Preview', production: 'Production' }
+
+/** The preview and production pins, promotion, and what an invoke with `env` returns now. */
+export function Environments() {
+  const prompt = usePrompt()
+  const { organizationId } = useSignedIn()
+  const versions = useVersions(prompt._id)
+  const pins = useQuery({
+    queryKey: keys.environments(organizationId, prompt._id),
+    queryFn: () => client.api.getEnvironments({ params: { id: prompt._id } }),
+  })
+  if (pins.isPending || versions.isPending) return <Loading label="Loading the environments" />
+  if (!pins.data || !versions.data) return <ErrorBanner error={pins.error ?? versions.error} />
+  if (versions.data.length === 0) {
+    return (
+      <Empty title="Nothing to promote yet">
+        <p>Publish a version first; then pin it to preview or production here.</p>
+      </Empty>
+    )
+  }
+  return (
+    <div className="envs">
+      {ENVIRONMENTS.map((env) => (
+        <EnvironmentCard key={env} env={env} pin={pins.data?.[env] ?? null} />
+      ))}
+    </div>
+  )
+}
+
+function EnvironmentCard({ env, pin }: { env: EnvironmentName; pin: Pin | null }) {
+  const prompt = usePrompt()
+  const { organizationId, user } = useSignedIn()
+  const queryClient = useQueryClient()
+  const versions = useVersions(prompt._id)
+  const list = versions.data ?? []
+  const [choice, setChoice] = useState(list[0]?._id ?? '')
+  const promote = useMutation({
+    mutationFn: () =>
+      client.api.promoteVersion({ params: { id: prompt._id, env }, body: { versionId: choice } }),
+    onSuccess: () => {
+      queryClient.invalidateQueries({ queryKey: keys.environments(organizationId, prompt._id) })
+      queryClient.invalidateQueries({ queryKey: ['env-invoke', organizationId, prompt._id, env] })
+    },
+  })
+  // What a backend gets now: invoke with env and no variables (the defaults apply).
+  const rendered = useQuery({
+    queryKey: ['env-invoke', organizationId, prompt._id, env, pin?.versionId],
+    queryFn: () =>
+      client.api.invokePrompt({ params: { id: prompt._id }, query: { env }, body: { variables: {} } }),
+    enabled: pin !== null,
+    retry: false,
+  })
+  const selectId = `promote-${env}`
+  return (
+    <section className="panel env" aria-labelledby={`env-${env}`}>
+      <h2 id={`env-${env}`}>{TITLES[env]}</h2>
+      {pin ? (
+        <p>
+          <strong>Version {pin.version}</strong>
+          <span className="muted small">
+            {' '}
+            · promoted <When at={pin.promotedAt} /> by{' '}
+            {pin.promotedBy === user._id ? 'you' : `user ${pin.promotedBy.slice(-6)}`}
+          </span>
+        </p>
+      ) : (
+        <p className="muted">No version pinned: invoke with env={env} answers ENVIRONMENT_NOT_SET.</p>
+      )}
+      <form
+        className="inline-form"
+        onSubmit={(e) => {
+          e.preventDefault()
+          promote.mutate()
+        }}
+      >
+        <div className="field">
+          <label htmlFor={selectId}>Version for {TITLES[env].toLowerCase()}</label>
+          <select id={selectId} value={choice} onChange={(e) => setChoice(e.target.value)}>
+            {list.map((v) => (
+              <option key={v._id} value={v._id}>
+                Version {v.version}
+              </option>
+            ))}
+          </select>
+        </div>
+        <button type="submit" className="btn btn-primary" disabled={promote.isPending || !choice}>
+          Promote to {TITLES[env].toLowerCase()}
+        </button>
+      </form>
+      <ErrorBanner error={promote.error} title="Not promoted" />
+      {pin && (
+        <div className="env-invoke">
+          <h3 className="small">
+            What <code>invoke?env={env}</code> returns
+          </h3>
+          <p className="hint">With no variables: defaults apply, required ones are reported missing.</p>
+          {rendered.isPending && <Loading label="Rendering" />}
+          <ErrorBanner error={rendered.error} />
+          {rendered.data &&
+            (rendered.data.renderedMessages ? (
+              <RenderedMessages messages={rendered.data.renderedMessages} />
+            ) : (
+              <pre className="rendered">{rendered.data.renderedContent}</pre>
+            ))}
+        </div>
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,227 @@
+import type { PublicPrompt } from '@pm/contracts'
+import { useMutation, useQuery } from '@tanstack/react-query'
+import { useId, useState } from 'react'
+import { Link, useParams } from 'react-router'
+import { client, useSession } from '../../session.ts'
+import { ErrorBanner, Loading, When } from '../../ui.tsx'
+import { useOpenIn } from '../settings/common.tsx'
+
+/** One public prompt: its published content, a variables form to render it, and a fork. */
+export function CatalogPrompt() {
+  const id = useParams().id ?? ''
+  const state = useSession()
+  const prompt = useQuery({
+    queryKey: ['catalog-prompt', id],
+    queryFn: () => client.api.getPublicPrompt({ params: { id } }),
+  })
+  if (prompt.isPending) return <Loading label="Loading the prompt" />
+  if (prompt.error) {
+    return (
+      <>
+        <p>
+          <Link to="/catalog">← Catalog</Link>
+        </p>
+        <ErrorBanner error={prompt.error} title="This prompt is not in the catalog" />
+      </>
+    )
+  }
+  const p = prompt.data
+  return (
+    <>
+      <p>
+        <Link to="/catalog">← Catalog</Link>
+      </p>
+      <div className="page-head">
+        <div>
+          <h1>{p.name}</h1>
+          <p className="muted small">
+            <span className="mono">{p.slug}</span> · {p.type === 'chat' ? 'chat' : 'text'} prompt · version{' '}
+            {p.version} · published <When at={p.publishedAt} />
+          </p>
+        </div>
+      </div>
+      {p.description && <p className="lead">{p.description}</p>}
+      <div className="catalog-detail">
+        <section className="panel" aria-labelledby="template-title">
+          <h2 id="template-title">Template</h2>
+          <pre className="rendered">{p.template}</pre>
+          {p.config && (
+            <>
+              <h3 className="small">Config</h3>
+              <pre className="rendered">{JSON.stringify(p.config, null, 2)}</pre>
+            </>
+          )}
+          {p.variables.length > 0 && (
+            <>
+              <h3 className="small">Variables</h3>
+              <ul className="plain">
+                {p.variables.map((v) => (
+                  <li key={v.name}>
+                    <span className="mono">{v.name}</span> {v.required ? 'required' : 'optional'}
+                    {v.defaultValue !== undefined && <> · default “{v.defaultValue}”</>}
+                    {v.description && <> · {v.description}</>}
+                  </li>
+                ))}
+              </ul>
+            </>
+          )}
+        </section>
+        <div>
+          <TryIt prompt={p} />
+          {state.status === 'signed-in' ? (
+            <Fork prompt={p} />
+          ) : (
+            <section className="panel">
+              <h2>Fork</h2>
+              <p>
+                <Link to={`/sign-in?next=${encodeURIComponent(`/catalog/${p._id}`)}`}>Sign in</Link> to copy
+                this prompt into one of your workspaces.
+              </p>
+            </section>
+          )}
+        </div>
+      </div>
+    </>
+  )
+}
+
+function TryIt({ prompt }: { prompt: PublicPrompt }) {
+  const [values, setValues] = useState<Record<string, string>>({})
+  const formId = useId()
+  const invoke = useMutation({
+    mutationFn: () =>
+      client.api.invokePublicPrompt({
+        params: { id: prompt._id },
+        // Empty fields are left out so the defaults apply.
+        body: { variables: Object.fromEntries(Object.entries(values).filter(([, v]) => v !== '')) },
+      }),
+  })
+  return (
+    <section className="panel" aria-labelledby={`${formId}-title`}>
+      <h2 id={`${formId}-title`}>Try it</h2>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          invoke.mutate()
+        }}
+      >
+        {prompt.variables.length === 0 && <p className="muted small">This prompt takes no variables.</p>}
+        {prompt.variables.map((v) => (
+          <div className="field" key={v.name}>
+            <label htmlFor={`${formId}-${v.name}`}>
+              {v.name}
+              {v.required && <span className="muted small"> (required)</span>}
+            </label>
+            <input
+              id={`${formId}-${v.name}`}
+              value={values[v.name] ?? ''}
+              placeholder={v.defaultValue ?? ''}
+              onChange={(e) => setValues({ ...values, [v.name]: e.target.value })}
+            />
+            {v.description && <span className="hint">{v.description}</span>}
+          </div>
+        ))}
+        <button type="submit" className="btn btn-primary" disabled={invoke.isPending}>
+          Invoke
+        </button>
+      </form>
+      <ErrorBanner error={invoke.error} title="Not rendered" />
+      {invoke.data && (
+        <>
+          <h3 className="small">Rendered (version {invoke.data.version})</h3>
+          {invoke.data.renderedMessages ? (
+            <ol className="plain">
+              {invoke.data.renderedMessages.map((m, i) => (
+                <li key={i}>
+                  <strong className="small">{m.role}</strong>
+                  <pre className="rendered">{m.content}</pre>
+                </li>
+              ))}
+            </ol>
+          ) : (
+            <pre className="rendered">{invoke.data.renderedContent}</pre>
+          )}
+        </>
+      )}
+    </section>
+  )
+}
+
+function Fork({ prompt }: { prompt: PublicPrompt }) {
+  const ids = { org: useId(), name: useId() }
+  const orgs = useQuery({ queryKey: ['organizations'], queryFn: () => client.api.listOrganizations() })
+  const list = orgs.data?.organizations ?? []
+  const [target, setTarget] = useState('')
+  const [name, setName] = useState(prompt.name)
+  const openIn = useOpenIn()
+  const [openError, setOpenError] = useState<unknown>(null)
+  const organizationId = target || list[0]?._id || ''
+  const fork = useMutation({
+    mutationFn: () =>
+      client.api.forkPublicPrompt({
+        params: { id: prompt._id },
+        body: { organizationId, name: name.trim() },
+      }),
+  })
+  const forked = fork.data
+  const into = list.find((o) => o._id === forked?.organizationId)
+  return (
+    <section className="panel" aria-labelledby={`${ids.org}-title`}>
+      <h2 id={`${ids.org}-title`}>Fork into a workspace</h2>
+      <p className="hint">A private copy of version {prompt.version}, published there as its version 1.</p>
+      {orgs.isPending && <Loading label="Loading your organizations" />}
+      <ErrorBanner error={orgs.error} />
+      {orgs.data && list.length === 0 && <p className="muted">You are in no organization to fork into.</p>}
+      {list.length > 0 && (
+        <form
+          onSubmit={(e) => {
+            e.preventDefault()
+            fork.mutate()
+          }}
+        >
+          <div className="field">
+            <label htmlFor={ids.org}>Workspace</label>
+            <select id={ids.org} value={organizationId} onChange={(e) => setTarget(e.target.value)}>
+              {list.map((o) => (
+                <option key={o._id} value={o._id}>
+                  {o.name}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div className="field">
+            <label htmlFor={ids.name}>Name of the copy</label>
+            <input
+              id={ids.name}
+              required
+              maxLength={200}
+              value={name}
+              onChange={(e) => setName(e.target.value)}
+            />
+          </div>
+          <button type="submit" className="btn btn-primary" disabled={fork.isPending || name.trim() === ''}>
+            Fork
+          </button>
+        </form>
+      )}
+      <ErrorBanner error={fork.error ?? openError} title="Not forked" />
+      {forked && (
+        <div className="banner banner-ok" role="status">
+          Forked into {into?.name ?? 'the workspace'} as “{forked.name}”.{' '}
+          <button
+            type="button"
+            className="btn btn-small"
+            onClick={() => {
+              setOpenError(null)
+              openIn(forked.organizationId, `/prompts/${forked._id}`).catch((err: unknown) =>
+                setOpenError(err),
+              )
+            }}
+          >
+            Open the copy
+          </button>
+        </div>
+      )}
+    </section>
+  )
+}

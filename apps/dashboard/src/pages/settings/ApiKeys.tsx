@@ -1,0 +1,279 @@
+import { type ApiKey, type CreatedApiKey, SCOPES, type Scope } from '@pm/contracts'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { useId, useState } from 'react'
+import { client, useSignedIn } from '../../session.ts'
+import { ConfirmDialog, Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
+
+const SCOPE_HINTS: Record<Scope, string> = {
+  'prompts:read': 'read prompts and versions, invoke, inject',
+  'prompts:write': 'create, update and delete prompts',
+  'organization:read': 'read the organization and its members',
+  'organization:write': 'change settings, members and webhooks',
+}
+
+/** API keys: the list (never the key itself), minting one (shown once), revoking. */
+export function ApiKeys() {
+  const { role, pending, error } = useMyRole()
+  if (pending) return <Loading label="Checking your role" />
+  if (error) return <ErrorBanner error={error} />
+  if (!isManager(role)) return <NotAllowed what="see, create or revoke API keys" role={role} />
+  return <ManageKeys />
+}
+
+function ManageKeys() {
+  const { organizationId } = useSignedIn()
+  const queryClient = useQueryClient()
+  const keys = useQuery({
+    queryKey: settingsKeys.apiKeys(organizationId),
+    queryFn: () => client.api.listApiKeys({ params: { id: organizationId ?? '' } }),
+  })
+  const [created, setCreated] = useState<CreatedApiKey | null>(null)
+  const [revoking, setRevoking] = useState<ApiKey | null>(null)
+  const revoke = useMutation({
+    mutationFn: (key: ApiKey) =>
+      client.api.revokeApiKey({ params: { id: organizationId ?? '', keyId: key._id } }),
+    onSuccess: () => {
+      setRevoking(null)
+      queryClient.invalidateQueries({ queryKey: settingsKeys.apiKeys(organizationId) })
+    },
+  })
+  const list = [...(keys.data?.apiKeys ?? [])].sort((a, b) => b.createdAt.localeCompare(a.createdAt))
+  return (
+    <>
+      {created ? (
+        <SecretOnce
+          label={`New key “${created.apiKey.name}”`}
+          value={created.key}
+          onDone={() => setCreated(null)}
+        >
+          <p className="small">
+            Send it as <code>Authorization: Bearer {created.apiKey.prefix}…</code> from your backend.
+          </p>
+        </SecretOnce>
+      ) : (
+        <CreateKey
+          onCreated={(result) => {
+            setCreated(result)
+            queryClient.invalidateQueries({ queryKey: settingsKeys.apiKeys(organizationId) })
+          }}
+        />
+      )}
+      <section aria-labelledby="keys-title">
+        <h2 id="keys-title">Keys</h2>
+        {keys.isPending && <Loading label="Loading the keys" />}
+        <ErrorBanner error={keys.error} />
+        {keys.data && list.length === 0 && (
+          <Empty title="No API keys yet">
+            <p>Create one above for a script or backend that calls the service.</p>
+          </Empty>
+        )}
+        {list.length > 0 && (
+          <table className="table rtable" aria-label="API keys">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Prefix</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Expires</th>
+                <th scope="col">Rate limit</th>
+                <th scope="col">Last used</th>
+                <th scope="col">State</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((k) => {
+                const expired = k.expiresAt !== null && Date.parse(k.expiresAt) <= Date.now()
+                return (
+                  <tr key={k._id} className={k.revokedAt ? 'row-off' : ''}>
+                    <td data-label="Name">
+                      <strong>{k.name}</strong>
+                    </td>
+                    <td data-label="Prefix" className="mono">
+                      {k.prefix}…
+                    </td>
+                    <td data-label="Scopes">
+                      <ul className="tags" aria-label="Scopes">
+                        {k.scopes.map((s) => (
+                          <li key={s} className="tag">
+                            {s}
+                          </li>
+                        ))}
+                      </ul>
+                    </td>
+                    <td data-label="Expires">{k.expiresAt ? <When at={k.expiresAt} /> : 'never'}</td>
+                    <td data-label="Rate limit">
+                      {k.rateLimit
+                        ? `${k.rateLimit.points} per ${k.rateLimit.durationSeconds} s`
+                        : 'service default'}
+                    </td>
+                    <td data-label="Last used">{k.lastUsedAt ? <When at={k.lastUsedAt} /> : 'never'}</td>
+                    <td data-label="State">
+                      {k.revokedAt ? (
+                        <span className="badge badge-warn">
+                          revoked <When at={k.revokedAt} />
+                        </span>
+                      ) : expired ? (
+                        <span className="badge badge-warn">expired</span>
+                      ) : (
+                        <span className="badge badge-ok">active</span>
+                      )}
+                    </td>
+                    <td data-label="">
+                      {!k.revokedAt && (
+                        <button
+                          type="button"
+                          className="btn btn-small"
+                          onClick={() => {
+                            revoke.reset()
+                            setRevoking(k)
+                          }}
+                        >
+                          Revoke {k.name}
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                )
+              })}
+            </tbody>
+          </table>
+        )}
+      </section>
+      <ConfirmDialog
+        open={revoking !== null}
+        title={`Revoke “${revoking?.name ?? ''}”?`}
+        message={
+          <>
+            <p>
+              Every request made with <span className="mono">{revoking?.prefix}…</span> is refused from now on
+              (401). This cannot be undone: a script that uses it needs a new key.
+            </p>
+            <ErrorBanner error={revoke.error} title="Not revoked" />
+          </>
+        }
+        confirmLabel="Revoke key"
+        busy={revoke.isPending}
+        onConfirm={() => revoking && revoke.mutate(revoking)}
+        onCancel={() => setRevoking(null)}
+      />
+    </>
+  )
+}
+
+function CreateKey({ onCreated }: { onCreated: (created: CreatedApiKey) => void }) {
+  const { organizationId } = useSignedIn()
+  const ids = { name: useId(), expires: useId(), points: useId(), window: useId() }
+  const [name, setName] = useState('')
+  const [scopes, setScopes] = useState<Scope[]>(['prompts:read'])
+  const [expires, setExpires] = useState('')
+  const [points, setPoints] = useState('')
+  const [windowSeconds, setWindowSeconds] = useState('60')
+  const create = useMutation({
+    mutationFn: () =>
+      client.api.createApiKey({
+        params: { id: organizationId ?? '' },
+        body: {
+          name: name.trim(),
+          scopes,
+          // The end of the chosen day, in the browser's time zone.
+          ...(expires ? { expiresAt: new Date(`${expires}T23:59:59`).toISOString() } : {}),
+          ...(points
+            ? { rateLimit: { points: Number(points), durationSeconds: Number(windowSeconds) } }
+            : {}),
+        },
+      }),
+    onSuccess: (result) => {
+      setName('')
+      setExpires('')
+      setPoints('')
+      onCreated(result)
+    },
+  })
+  const today = new Date().toISOString().slice(0, 10)
+  return (
+    <section className="panel" aria-labelledby="create-key-title">
+      <h2 id="create-key-title">Create an API key</h2>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          create.mutate()
+        }}
+      >
+        <div className="field">
+          <label htmlFor={ids.name}>Key name</label>
+          <input
+            id={ids.name}
+            required
+            maxLength={100}
+            placeholder="billing-backend"
+            value={name}
+            onChange={(e) => setName(e.target.value)}
+          />
+        </div>
+        <fieldset className="fieldset">
+          <legend>Scopes</legend>
+          {SCOPES.map((s) => (
+            <label key={s} className="check">
+              <input
+                type="checkbox"
+                checked={scopes.includes(s)}
+                onChange={(e) => setScopes(e.target.checked ? [...scopes, s] : scopes.filter((x) => x !== s))}
+              />
+              <span className="mono">{s}</span> <span className="hint">{SCOPE_HINTS[s]}</span>
+            </label>
+          ))}
+        </fieldset>
+        <div className="grid-3">
+          <div className="field">
+            <label htmlFor={ids.expires}>Expires on (optional)</label>
+            <input
+              id={ids.expires}
+              type="date"
+              min={today}
+              value={expires}
+              onChange={(e) => setExpires(e.target.value)}
+            />
+          </div>
+          <div className="field">
+            <label htmlFor={ids.points}>Requests per window (optional)</label>
+            <input
+              id={ids.points}
+              type="number"
+              min={1}
+              max={1_000_000}
+              placeholder="service default"
+              value={points}
+              onChange={(e) => setPoints(e.target.value)}
+            />
+          </div>
+          <div className="field">
+            <label htmlFor={ids.window}>Window in seconds</label>
+            <input
+              id={ids.window}
+              type="number"
+              min={1}
+              max={86_400}
+              required={points !== ''}
+              disabled={points === ''}
+              value={windowSeconds}
+              onChange={(e) => setWindowSeconds(e.target.value)}
+            />
+          </div>
+        </div>
+        {scopes.length === 0 && <p className="hint hint-warn">Choose at least one scope.</p>}
+        <ErrorBanner error={create.error} title="No key was created" />
+        <button
+          type="submit"
+          className="btn btn-primary"
+          disabled={create.isPending || scopes.length === 0 || name.trim() === ''}
+        >
+          Create key
+        </button>
+      </form>
+    </section>
+  )
+}

@@ -1,0 +1,312 @@
+import { type CreatedWebhook, EVENT_TYPES, type Webhook, type WebhookDelivery } from '@pm/contracts'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { useId, useState } from 'react'
+import { Link } from 'react-router'
+import { client, useSignedIn } from '../../session.ts'
+import { ConfirmDialog, Dialog, Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
+
+type EventType = (typeof EVENT_TYPES)[number]
+
+/** Webhook subscriptions: create (secret shown once), edit, disable, delete, test send. */
+export function Webhooks() {
+  const { role, pending, error } = useMyRole()
+  if (pending) return <Loading label="Checking your role" />
+  if (error) return <ErrorBanner error={error} />
+  if (!isManager(role)) return <NotAllowed what="manage webhooks" role={role} />
+  return <ManageWebhooks />
+}
+
+function ManageWebhooks() {
+  const { organizationId } = useSignedIn()
+  const queryClient = useQueryClient()
+  const hooks = useQuery({
+    queryKey: settingsKeys.webhooks(organizationId),
+    queryFn: () => client.api.listWebhooks({ params: { id: organizationId ?? '' } }),
+  })
+  const [created, setCreated] = useState<CreatedWebhook | null>(null)
+  const list = hooks.data?.webhooks ?? []
+  return (
+    <>
+      {created ? (
+        <SecretOnce
+          label={`Signing secret of ${created.webhook.url}`}
+          value={created.secret}
+          onDone={() => setCreated(null)}
+        >
+          <p className="small">
+            Your receiver checks each delivery's signature with it (Standard Webhooks: the{' '}
+            <code>webhook-signature</code> header).
+          </p>
+        </SecretOnce>
+      ) : (
+        <CreateWebhook
+          onCreated={(result) => {
+            setCreated(result)
+            queryClient.invalidateQueries({ queryKey: settingsKeys.webhooks(organizationId) })
+          }}
+        />
+      )}
+      <section aria-labelledby="hooks-title">
+        <h2 id="hooks-title">Subscriptions</h2>
+        {hooks.isPending && <Loading label="Loading the webhooks" />}
+        <ErrorBanner error={hooks.error} />
+        {hooks.data && list.length === 0 && (
+          <Empty title="No webhooks yet">
+            <p>Subscribe an HTTPS endpoint above to hear when a version is published.</p>
+          </Empty>
+        )}
+        {list.length > 0 && (
+          <ul className="card-list">
+            {list.map((w) => (
+              <WebhookRow key={w._id} webhook={w} />
+            ))}
+          </ul>
+        )}
+      </section>
+    </>
+  )
+}
+
+function EventChoice({ events, onChange }: { events: EventType[]; onChange: (events: EventType[]) => void }) {
+  return (
+    <fieldset className="fieldset">
+      <legend>Event kinds</legend>
+      {EVENT_TYPES.map((t) => (
+        <label key={t} className="check">
+          <input
+            type="checkbox"
+            checked={events.includes(t)}
+            onChange={(e) => onChange(e.target.checked ? [...events, t] : events.filter((x) => x !== t))}
+          />
+          <span className="mono">{t}</span>
+        </label>
+      ))}
+    </fieldset>
+  )
+}
+
+function CreateWebhook({ onCreated }: { onCreated: (created: CreatedWebhook) => void }) {
+  const { organizationId } = useSignedIn()
+  const urlId = useId()
+  const [url, setUrl] = useState('')
+  const [events, setEvents] = useState<EventType[]>([...EVENT_TYPES])
+  const [active, setActive] = useState(true)
+  const create = useMutation({
+    mutationFn: () =>
+      client.api.createWebhook({
+        params: { id: organizationId ?? '' },
+        body: { url: url.trim(), events, active },
+      }),
+    onSuccess: (result) => {
+      setUrl('')
+      onCreated(result)
+    },
+  })
+  return (
+    <section className="panel" aria-labelledby="create-hook-title">
+      <h2 id="create-hook-title">Add a webhook</h2>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          create.mutate()
+        }}
+      >
+        <div className="field">
+          <label htmlFor={urlId}>Endpoint URL</label>
+          <input
+            id={urlId}
+            type="url"
+            required
+            maxLength={2048}
+            placeholder="https://example.com/hooks/prompts"
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+          />
+          <span className="hint">The service refuses addresses inside private networks.</span>
+        </div>
+        <EventChoice events={events} onChange={setEvents} />
+        <label className="check">
+          <input type="checkbox" checked={active} onChange={(e) => setActive(e.target.checked)} />
+          Active (deliver events now)
+        </label>
+        <ErrorBanner error={create.error} title="Not subscribed" />
+        <button type="submit" className="btn btn-primary" disabled={create.isPending || events.length === 0}>
+          Create webhook
+        </button>
+      </form>
+    </section>
+  )
+}
+
+/** One line of a delivery's outcome, for the test-send notice. */
+export function deliveryOutcome(d: WebhookDelivery): string {
+  const last = d.attempts.at(-1)
+  if (d.status === 'DELIVERED') return `delivered (HTTP ${last?.statusCode ?? d.lastStatusCode ?? '?'})`
+  const why = last?.statusCode ? `HTTP ${last.statusCode}` : (last?.error ?? d.lastError ?? 'no answer')
+  return `${d.status.toLowerCase()}: ${why}`
+}
+
+function WebhookRow({ webhook: w }: { webhook: Webhook }) {
+  const { organizationId } = useSignedIn()
+  const queryClient = useQueryClient()
+  const [editing, setEditing] = useState(false)
+  const [deleting, setDeleting] = useState(false)
+  const refresh = () => {
+    queryClient.invalidateQueries({ queryKey: settingsKeys.webhooks(organizationId) })
+    queryClient.invalidateQueries({ queryKey: settingsKeys.deliveries(organizationId, w._id) })
+  }
+  const params = { id: organizationId ?? '', webhookId: w._id }
+  const toggle = useMutation({
+    mutationFn: () => client.api.updateWebhook({ params, body: { active: !w.active } }),
+    onSuccess: refresh,
+  })
+  const test = useMutation({
+    mutationFn: () => client.api.testWebhook({ params }),
+    onSuccess: refresh,
+  })
+  const remove = useMutation({
+    mutationFn: () => client.api.deleteWebhook({ params }),
+    onSuccess: () => {
+      setDeleting(false)
+      refresh()
+    },
+  })
+  return (
+    <li className="card">
+      <div className="card-head">
+        <span className="mono wrap">{w.url}</span>
+        <span className={`badge ${w.active ? 'badge-ok' : 'badge-warn'}`}>
+          {w.active ? 'active' : 'disabled'}
+        </span>
+      </div>
+      <p className="small muted">
+        Events: {w.events.join(', ')} · created <When at={w.createdAt} />
+      </p>
+      {w.disabledAt && (
+        <p className="banner banner-warn small">
+          Turned off by the service <When at={w.disabledAt} />: {w.disabledReason}
+        </p>
+      )}
+      <div className="actions">
+        <Link className="btn btn-small" to={`/settings/webhooks/${w._id}`}>
+          Deliveries<span className="sr-only"> of {w.url}</span>
+        </Link>
+        <button
+          type="button"
+          className="btn btn-small"
+          disabled={test.isPending}
+          onClick={() => test.mutate()}
+        >
+          {test.isPending ? 'Sending…' : 'Send test'}
+        </button>
+        <button type="button" className="btn btn-small" onClick={() => setEditing(true)}>
+          Edit
+        </button>
+        <button
+          type="button"
+          className="btn btn-small"
+          disabled={toggle.isPending}
+          onClick={() => toggle.mutate()}
+        >
+          {w.active ? 'Disable' : 'Enable'}
+        </button>
+        <button
+          type="button"
+          className="btn btn-small"
+          onClick={() => {
+            remove.reset()
+            setDeleting(true)
+          }}
+        >
+          Delete
+        </button>
+      </div>
+      <ErrorBanner error={toggle.error ?? test.error} />
+      {test.data && (
+        <p
+          className={`banner small ${test.data.status === 'DELIVERED' ? 'banner-ok' : 'banner-warn'}`}
+          role="status"
+        >
+          Test event {deliveryOutcome(test.data)}.
+        </p>
+      )}
+      <EditWebhook webhook={w} open={editing} onClose={() => setEditing(false)} onSaved={refresh} />
+      <ConfirmDialog
+        open={deleting}
+        title="Delete this webhook?"
+        message={
+          <>
+            <p>
+              <span className="mono wrap">{w.url}</span> stops receiving events, and its delivery log is
+              deleted with it.
+            </p>
+            <ErrorBanner error={remove.error} title="Not deleted" />
+          </>
+        }
+        confirmLabel="Delete webhook"
+        busy={remove.isPending}
+        onConfirm={() => remove.mutate()}
+        onCancel={() => setDeleting(false)}
+      />
+    </li>
+  )
+}
+
+function EditWebhook({
+  webhook,
+  open,
+  onClose,
+  onSaved,
+}: {
+  webhook: Webhook
+  open: boolean
+  onClose: () => void
+  onSaved: () => void
+}) {
+  const { organizationId } = useSignedIn()
+  const urlId = useId()
+  const [url, setUrl] = useState(webhook.url)
+  const [events, setEvents] = useState<EventType[]>(webhook.events as EventType[])
+  const [active, setActive] = useState(webhook.active)
+  const save = useMutation({
+    mutationFn: () =>
+      client.api.updateWebhook({
+        params: { id: organizationId ?? '', webhookId: webhook._id },
+        body: { url: url.trim(), events, active },
+      }),
+    onSuccess: () => {
+      onSaved()
+      onClose()
+    },
+  })
+  return (
+    <Dialog open={open} title="Edit webhook" onClose={onClose}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          save.mutate()
+        }}
+      >
+        <div className="field">
+          <label htmlFor={urlId}>Endpoint URL</label>
+          <input id={urlId} type="url" required value={url} onChange={(e) => setUrl(e.target.value)} />
+        </div>
+        <EventChoice events={events} onChange={setEvents} />
+        <label className="check">
+          <input type="checkbox" checked={active} onChange={(e) => setActive(e.target.checked)} />
+          Active
+        </label>
+        <ErrorBanner error={save.error} title="Not saved" />
+        <div className="actions">
+          <button type="button" className="btn" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" className="btn btn-primary" disabled={save.isPending || events.length === 0}>
+            Save webhook
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  )
+}

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest'
+import { CONFIG_LIMIT_BYTES, formatConfig, parseConfig, parseTags, sideBySide } from '../src/lib.ts'
+
+describe('parseTags', () => {
+  it('trims, drops blanks and repeats', () => {
+    expect(parseTags(' support, email,,support , ')).toEqual(['support', 'email'])
+    expect(parseTags('')).toEqual([])
+  })
+})
+
+describe('sideBySide', () => {
+  it('pairs removed lines with the added lines after them and keeps context on both sides', () => {
+    const rows = sideBySide([
+      {
+        oldStart: 1,
+        oldLines: 3,
+        newStart: 1,
+        newLines: 4,
+        lines: [' a', '-b', '-c', '+B', ' d', '+e', '\\ No newline at end of file'],
+      },
+    ])
+    expect(rows).toEqual([
+      [
+        { left: { n: 1, text: 'a', kind: 'same' }, right: { n: 1, text: 'a', kind: 'same' } },
+        { left: { n: 2, text: 'b', kind: 'removed' }, right: { n: 2, text: 'B', kind: 'added' } },
+        { left: { n: 3, text: 'c', kind: 'removed' }, right: undefined },
+        { left: { n: 4, text: 'd', kind: 'same' }, right: { n: 3, text: 'd', kind: 'same' } },
+        { left: undefined, right: { n: 4, text: 'e', kind: 'added' } },
+      ],
+    ])
+  })
+
+  it('numbers each hunk from its own start', () => {
+    const [first, second] = sideBySide([
+      { oldStart: 1, oldLines: 1, newStart: 1, newLines: 1, lines: ['-x', '+y'] },
+      { oldStart: 40, oldLines: 1, newStart: 40, newLines: 1, lines: [' z'] },
+    ])
+    expect(first?.[0]?.left?.n).toBe(1)
+    expect(second?.[0]).toEqual({
+      left: { n: 40, text: 'z', kind: 'same' },
+      right: { n: 40, text: 'z', kind: 'same' },
+    })
+  })
+})
+
+describe('parseConfig', () => {
+  it('reads empty as no config and a JSON object as the config', () => {
+    expect(parseConfig('  ')).toEqual({ ok: true, value: null })
+    expect(parseConfig('{"model": "m", "temperature": 0.2}')).toEqual({
+      ok: true,
+      value: { model: 'm', temperature: 0.2 },
+    })
+    expect(formatConfig({ model: 'm' })).toBe('{\n  "model": "m"\n}')
+    expect(formatConfig(undefined)).toBe('')
+  })
+
+  it('refuses what is not a JSON object or is over the limit', () => {
+    expect(parseConfig('{"model": ')).toMatchObject({ ok: false, error: expect.stringMatching(/^not JSON/) })
+    for (const text of ['[1]', '"text"', '3', 'null']) {
+      expect(parseConfig(text), text).toMatchObject({
+        ok: false,
+        error: expect.stringMatching(/JSON object/),
+      })
+    }
+    const big = JSON.stringify({ notes: 'x'.repeat(CONFIG_LIMIT_BYTES) })
+    expect(parseConfig(big)).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/bytes; at most 16384/),
+    })
+  })
+})

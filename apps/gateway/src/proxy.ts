@@ -1,0 +1,128 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import { AppError, CONTEXT_HEADER, type Upstream } from '@pm/contracts'
+import { clientGone, errorBody, logClientGone, type Tracing } from '@pm/kit'
+import type { GatewayConfig } from './config.ts'
+import { envelope, type UpstreamResponse } from './envelope.ts'
+
+/** Where each upstream lives; render's replicas are taken in turn. */
+export class Upstreams {
+  readonly fixed: Record<Exclude<Upstream, 'render'>, string>
+  readonly renderUrls: string[]
+  private readonly fallback: string
+  private renderTurn = 0
+
+  constructor(config: GatewayConfig) {
+    this.fixed = {
+      identity: config.IDENTITY_URL,
+      prompts: config.PROMPTS_URL,
+      webhooks: config.WEBHOOKS_URL,
+    }
+    this.renderUrls = config.RENDER_URLS.split(',').map((u) => u.trim())
+    this.fallback = config.PROMPTS_URL
+  }
+
+  urlFor(u: Upstream): string {
+    if (u !== 'render') return this.fixed[u]
+    this.renderTurn = (this.renderTurn + 1) % this.renderUrls.length
+    return this.renderUrls[this.renderTurn] ?? this.fallback
+  }
+
+  /** Every upstream by a name for the readiness checks (render0, render1, ...). */
+  named(): [string, string][] {
+    return [
+      ...Object.entries(this.fixed),
+      ...this.renderUrls.map((u, i) => [`render${i}`, u] as [string, string]),
+    ]
+  }
+}
+
+/**
+ * @fastify/http-proxy's options: one proxy for /api/v1, the upstream chosen by the matched
+ * route, the caller's signed context and request id set, the client's credential dropped,
+ * successful JSON answers wrapped in {data}, upstream failures mapped to 503/504.
+ */
+export function proxyOptions(
+  config: GatewayConfig,
+  upstreams: Upstreams,
+  tracing?: Tracing,
+): FastifyHttpProxyOptions {
+  return {
+    upstream: '',
+    prefix: '/api/v1',
+    rewritePrefix: '/api/v1',
+    httpMethods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
+    // The gateway's own access line covers the request; reply-from's two info lines per proxied
+    // request would triple the log volume.
+    disableRequestLogging: true,
+    undici: {
+      connections: 128,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      headersTimeout: config.UPSTREAM_TIMEOUT_MS,
+      bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
+    },
+    replyOptions: {
+      getUpstream: (request) => {
+        const match = request.policyMatch
+        if (!match) throw new AppError('NOT_FOUND', 'not found')
+        return upstreams.urlFor(match.policy.upstream)
+      },
+      rewriteRequestHeaders: (request, headers) => {
+        const out: IncomingHttpHeaders = { ...(headers as IncomingHttpHeaders), 'x-request-id': request.id }
+        delete out.authorization
+        delete out.connection
+        if (request.contextToken) out[CONTEXT_HEADER] = request.contextToken
+        if (request.peekedLength !== null) out['content-length'] = String(request.peekedLength)
+        if (tracing) {
+          // The upstream continues the trace from this client span (ended in app.ts's onResponse).
+          const upstream = request.policyMatch?.policy.upstream ?? 'upstream'
+          const span = tracing.start(`gateway.proxy ${upstream}`, {
+            kind: 'client',
+            attributes: { 'pm.upstream': upstream },
+          })
+          request.proxySpan = span
+          Object.assign(out, span.headers())
+        }
+        return out
+      },
+      rewriteHeaders: (headers, request) => {
+        const out = { ...headers }
+        delete out['content-length']
+        delete out['transfer-encoding']
+        // The refresh cookie is Secure; a browser on plain HTTP (development only) would drop it.
+        if (out['set-cookie'] && config.NODE_ENV === 'development' && request?.protocol === 'http')
+          out['set-cookie'] = [out['set-cookie']].flat().map((c) => c.replace(/;\s*Secure(?=;|$)/i, ''))
+        return out
+      },
+      onResponse: (request, reply, res) => {
+        envelope(reply, res as unknown as UpstreamResponse).catch((err: unknown) => {
+          if (clientGone(request)) {
+            logClientGone(request, err)
+            return
+          }
+          request.log.error({ err }, 'reading upstream response failed')
+          if (!reply.sent)
+            reply.code(503).send(errorBody('SERVICE_UNAVAILABLE', 'upstream response failed', request.id))
+        })
+      },
+      onError: (reply, { error }) => {
+        // Nobody to answer (issue 14, finding 8): one info line, no stack.
+        if (clientGone(reply.request)) {
+          logClientGone(reply.request, error)
+          reply.code(499).send()
+          return
+        }
+        const timeout = (error as { code?: string }).code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT'
+        reply.log.warn({ err: error }, 'upstream failed')
+        reply
+          .code(timeout ? 504 : 503)
+          .send(
+            timeout
+              ? errorBody('UPSTREAM_TIMEOUT', 'the upstream service timed out', reply.request.id)
+              : errorBody('SERVICE_UNAVAILABLE', 'the upstream service is unavailable', reply.request.id),
+          )
+      },
+    },
+  }
+}

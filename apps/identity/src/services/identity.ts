@@ -1,0 +1,303 @@
+import {
+  type AddMemberRequest,
+  type ApiKeyRevokedEvent,
+  type ApiKey,
+  AppError,
+  type CreateApiKeyRequest,
+  type Member,
+  type MembershipChangedEvent,
+  type ResolvedApiKey,
+  type Scope,
+  SUBJECTS,
+  type UpdateMemberRequest,
+} from '@pm/contracts'
+import type { EventBus } from '@pm/bus'
+import { apiKeyPrefix, generateApiKey, hashApiKey, newId } from '@pm/kit'
+import {
+  type ApiKeyRecord,
+  DuplicateError,
+  type IdentityStore,
+  type MembershipChangeResult,
+  type MembershipRecord,
+  type OrganizationRecord,
+  type UserRecord,
+} from '../store/types.ts'
+import { normaliseEmail, orgSlug, publicApiKey } from '../domain/views.ts'
+import { type Actor, mayChangeRole, toMember } from '../domain/members.ts'
+import { DUMMY_HASH, hashPassword, verifyPassword } from '../domain/passwords.ts'
+
+/** How identity tells every gateway replica to drop a cached key or membership now. */
+export type Broadcaster = Pick<EventBus, 'broadcast'>
+
+/** For tools that change nothing a gateway caches (bootstrap, create-user): announcing is a bug. */
+export const NO_BROADCAST: Broadcaster = {
+  broadcast(subject) {
+    throw new Error(`nothing may be announced here (${subject})`)
+  },
+}
+
+/** A key's `lastUsedAt` is written at most this often (every resolve would be a write). */
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * Users, organizations, memberships and API keys. It owns its side effects: a membership
+ * change or a revocation is announced to the gateways here, whoever asked (route or CLI).
+ */
+export class IdentityService {
+  private readonly store: IdentityStore
+  private readonly bus: Broadcaster
+
+  constructor(store: IdentityStore, bus: Broadcaster) {
+    this.store = store
+    this.bus = bus
+  }
+
+  /** The organizations a user belongs to (an API key's is its own one). */
+  async organizationsOf(caller: { userId?: string; organizationId?: string }): Promise<OrganizationRecord[]> {
+    if (caller.userId) return this.store.listOrganizationsForUser(caller.userId)
+    const org = caller.organizationId ? await this.store.getOrganization(caller.organizationId) : null
+    return org ? [org] : []
+  }
+
+  async getOrganization(id: string): Promise<OrganizationRecord> {
+    const org = await this.store.getOrganization(id)
+    if (!org) throw new AppError('NOT_FOUND', 'organization not found')
+    return org
+  }
+
+  async listApiKeys(organizationId: string): Promise<ApiKey[]> {
+    return (await this.store.listApiKeys(organizationId)).map(publicApiKey)
+  }
+
+  /** Revokes a key and tells every gateway replica to drop it now (its cache would keep it a while). */
+  async revokeApiKey(organizationId: string, keyId: string): Promise<ApiKey> {
+    const key = await this.store.revokeApiKey(organizationId, keyId, new Date().toISOString())
+    if (!key) throw new AppError('NOT_FOUND', 'api key not found')
+    const event: ApiKeyRevokedEvent = { keyId: key._id, hash: key.hash, organizationId: key.organizationId }
+    this.bus.broadcast(SUBJECTS.apiKeyRevoked, event)
+    return publicApiKey(key)
+  }
+
+  /** The gateway's lookup of a key by its hash; records when it was last used. */
+  async resolveApiKey(hash: string): Promise<ResolvedApiKey> {
+    const key = await this.store.findApiKeyByHash(hash)
+    if (!key) throw new AppError('NOT_FOUND', 'api key not found')
+    const now = Date.now()
+    if (!key.lastUsedAt || now - Date.parse(key.lastUsedAt) > TOUCH_INTERVAL_MS) {
+      await this.store.touchApiKey(key._id, new Date(now).toISOString())
+    }
+    return {
+      _id: key._id,
+      organizationId: key.organizationId,
+      scopes: key.scopes,
+      expiresAt: key.expiresAt,
+      revokedAt: key.revokedAt,
+      rateLimit: key.rateLimit,
+    }
+  }
+
+  async getMembership(organizationId: string, userId: string): Promise<MembershipRecord> {
+    const m = await this.store.getMembership(organizationId, userId)
+    if (!m) throw new AppError('NOT_FOUND', 'membership not found')
+    return m
+  }
+
+  /** Tells every gateway replica to drop its cached copy of this membership. */
+  private membershipChanged(organizationId: string, userId: string): void {
+    const event: MembershipChangedEvent = { organizationId, userId }
+    this.bus.broadcast(SUBJECTS.membershipChanged, event)
+  }
+
+  async createUser(input: { email: string; password: string; name: string }): Promise<UserRecord> {
+    const user: UserRecord = {
+      _id: newId(),
+      email: normaliseEmail(input.email),
+      name: input.name.trim(),
+      passwordHash: await hashPassword(input.password),
+      createdAt: new Date().toISOString(),
+    }
+    try {
+      await this.store.createUser(user)
+    } catch (err) {
+      if (err instanceof DuplicateError)
+        throw new AppError('CONFLICT', 'a user with this email already exists')
+      throw err
+    }
+    return user
+  }
+
+  /** The user when the password matches; null otherwise (same work either way). */
+  async authenticate(email: string, password: string): Promise<UserRecord | null> {
+    const user = await this.store.findUserByEmail(normaliseEmail(email))
+    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH)
+    return user && ok ? user : null
+  }
+
+  async createOrganization(name: string, ownerId: string): Promise<OrganizationRecord> {
+    const base = orgSlug(name)
+    for (let n = 1; n < 1000; n++) {
+      const slug = n === 1 ? base : `${base}-${n}`
+      if (await this.store.isSlugTaken(slug)) continue
+      const now = new Date().toISOString()
+      const org: OrganizationRecord = {
+        _id: newId(),
+        name: name.trim(),
+        slug,
+        createdAt: now,
+        updatedAt: now,
+      }
+      try {
+        await this.store.createOrganization(org, {
+          organizationId: org._id,
+          userId: ownerId,
+          role: 'OWNER',
+          status: 'ACTIVE',
+          createdAt: now,
+        })
+        return org
+      } catch (err) {
+        if (!(err instanceof DuplicateError)) throw err
+      }
+    }
+    throw new AppError('CONFLICT', 'could not allocate an organization slug')
+  }
+
+  async updateOrganization(id: string, name: string): Promise<OrganizationRecord> {
+    const org = await this.store.updateOrganization(id, { name: name.trim() }, new Date().toISOString())
+    if (!org) throw new AppError('NOT_FOUND', 'organization not found')
+    return org
+  }
+
+  async listMembers(organizationId: string): Promise<Member[]> {
+    const memberships = await this.store.listMemberships(organizationId)
+    const users = new Map(
+      (await this.store.findUsersByIds(memberships.map((m) => m.userId))).map((u) => [u._id, u]),
+    )
+    return memberships.map((m) => toMember(m, users.get(m.userId)))
+  }
+
+  /** Adds an existing user as an ACTIVE member (default role MEMBER). */
+  async addMember(organizationId: string, actor: Actor, input: AddMemberRequest): Promise<Member> {
+    const role = input.role ?? 'MEMBER'
+    if (!mayChangeRole(actor, null, role)) {
+      throw new AppError('FORBIDDEN', 'only an OWNER may add an OWNER')
+    }
+    const user = await this.store.findUserByEmail(normaliseEmail(input.email))
+    if (!user) throw new AppError('NOT_FOUND', 'no user with this email')
+    const membership = {
+      organizationId,
+      userId: user._id,
+      role,
+      status: 'ACTIVE' as const,
+      createdAt: new Date().toISOString(),
+    }
+    try {
+      await this.store.addMembership(membership)
+    } catch (err) {
+      if (err instanceof DuplicateError) throw new AppError('CONFLICT', 'the user is already a member')
+      throw err
+    }
+    this.membershipChanged(organizationId, user._id)
+    return toMember(membership, user)
+  }
+
+  async updateMember(
+    organizationId: string,
+    actor: Actor,
+    userId: string,
+    change: UpdateMemberRequest,
+  ): Promise<Member> {
+    const current = await this.store.getMembership(organizationId, userId)
+    if (!current) throw new AppError('NOT_FOUND', 'member not found')
+    if (!mayChangeRole(actor, current.role, change.role ?? current.role)) {
+      throw new AppError('FORBIDDEN', 'only an OWNER may change an OWNER')
+    }
+    const result = await this.store.changeMembership(organizationId, userId, {
+      ...(change.role ? { role: change.role } : {}),
+      ...(change.status ? { status: change.status } : {}),
+    })
+    return this.memberOutcome(result)
+  }
+
+  async removeMember(organizationId: string, actor: Actor, userId: string): Promise<Member> {
+    const current = await this.store.getMembership(organizationId, userId)
+    if (!current) throw new AppError('NOT_FOUND', 'member not found')
+    if (!mayChangeRole(actor, current.role, null)) {
+      throw new AppError('FORBIDDEN', 'only an OWNER may remove an OWNER')
+    }
+    return this.memberOutcome(await this.store.changeMembership(organizationId, userId, 'remove'))
+  }
+
+  private async memberOutcome(result: MembershipChangeResult): Promise<Member> {
+    switch (result.outcome) {
+      case 'not-found':
+        throw new AppError('NOT_FOUND', 'member not found')
+      case 'last-owner':
+        throw new AppError('CONFLICT', 'an organization needs at least one ACTIVE OWNER')
+      default: {
+        this.membershipChanged(result.membership.organizationId, result.membership.userId)
+        const user = await this.store.findUserById(result.membership.userId)
+        return toMember(result.membership, user ?? undefined)
+      }
+    }
+  }
+
+  async createApiKey(
+    organizationId: string,
+    createdBy: string,
+    input: CreateApiKeyRequest,
+  ): Promise<{ apiKey: ApiKey; key: string }> {
+    if (input.expiresAt && Date.parse(input.expiresAt) <= Date.now()) {
+      throw new AppError('VALIDATION_ERROR', 'expiresAt must be in the future', [
+        { path: '/body/expiresAt', message: 'must be in the future' },
+      ])
+    }
+    const key = generateApiKey()
+    const record: ApiKeyRecord = {
+      _id: newId(),
+      organizationId,
+      name: input.name.trim(),
+      prefix: apiKeyPrefix(key),
+      hash: hashApiKey(key),
+      scopes: [...new Set(input.scopes)] as Scope[],
+      expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
+      rateLimit: input.rateLimit ?? null,
+      createdBy,
+      createdAt: new Date().toISOString(),
+      lastUsedAt: null,
+      revokedAt: null,
+    }
+    await this.store.createApiKey(record)
+    return { apiKey: publicApiKey(record), key }
+  }
+
+  /**
+   * First install: creates the admin user and the organization when the user does not
+   * exist. Running it again changes nothing.
+   */
+  async bootstrap(input: { email: string; password: string; name?: string; orgName: string }): Promise<{
+    user: UserRecord
+    organization: OrganizationRecord | null
+    created: boolean
+  }> {
+    const existing = await this.store.findUserByEmail(normaliseEmail(input.email))
+    if (existing) {
+      const [organization] = await this.store.listOrganizationsForUser(existing._id)
+      return { user: existing, organization: organization ?? null, created: false }
+    }
+    let user: UserRecord
+    try {
+      user = await this.createUser({
+        email: input.email,
+        password: input.password,
+        name: input.name ?? 'Administrator',
+      })
+    } catch (err) {
+      // Two replicas bootstrapping at once: the other one won.
+      if (err instanceof AppError && err.code === 'CONFLICT') return this.bootstrap(input)
+      throw err
+    }
+    const organization = await this.createOrganization(input.orgName, user._id)
+    return { user, organization, created: true }
+  }
+}

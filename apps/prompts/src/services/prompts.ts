@@ -1,0 +1,573 @@
+import {
+  AppError,
+  type Author,
+  type CallerContext,
+  type CreatePromptRequest,
+  type EnvironmentName,
+  type Environments,
+  type ListPromptsQuery,
+  pagination,
+  type Pin,
+  type PromptChangedEvent,
+  type PromptChangeReason,
+  type PromptList,
+  type PublicPrompt,
+  type ResolvedPrompt,
+  SUBJECTS,
+  type UpdatePromptRequest,
+  type UpdateVariableRequest,
+  type Variable,
+  type VersionPublishedEvent,
+} from '@pm/contracts'
+import { newId } from '@pm/kit'
+import type { EventBus } from '@pm/bus'
+import { buildContent, checkConfig, checkTypeUnchanged, contentFields } from '../domain/content.ts'
+import { diffVersions, type DiffSide, type VersionDiff } from '../domain/diff.ts'
+import { environmentPromoted, promptDeleted, visibilityChanged } from '../domain/events.ts'
+import { slugify, uniqueSlug } from '../domain/slug.ts'
+import {
+  DuplicateSlugError,
+  type OutboxRecord,
+  type Page,
+  type PromptPatch,
+  type PromptRecord,
+  type PromptStore,
+  type VersionRecord,
+} from '../store/types.ts'
+import { catalogEntry, publicPrompt } from '../domain/views.ts'
+
+export interface Selector {
+  version?: number
+  env?: EnvironmentName
+}
+
+/** The longest changeLog (280) leaves room for this note on a fork's first version. */
+function forkNote(source: PromptRecord, version: VersionRecord): string {
+  return `Forked from ${source.slug} v${version.version}`.slice(0, 280)
+}
+
+/** A version record and the `version.published` event announcing it, for the outbox. */
+export function buildPublished(
+  prompt: PromptRecord,
+  number: number,
+  author: Author,
+  changeLog: string,
+  snapshot: Pick<PromptRecord, 'type' | 'template' | 'variables' | 'messages' | 'config'> = prompt,
+): { version: VersionRecord; outbox: OutboxRecord } {
+  const publishedAt = new Date().toISOString()
+  const version: VersionRecord = {
+    _id: newId(),
+    promptId: prompt._id,
+    organizationId: prompt.organizationId,
+    version: number,
+    status: 'PUBLISHED',
+    publishedAt,
+    type: snapshot.type,
+    template: snapshot.template,
+    variables: snapshot.variables,
+    ...contentFields(snapshot),
+    createdBy: author,
+    changeLog,
+  }
+  const event: VersionPublishedEvent = {
+    id: newId(),
+    type: 'version.published',
+    createdAt: publishedAt,
+    organizationId: prompt.organizationId,
+    data: {
+      promptId: prompt._id,
+      name: prompt.name,
+      slug: prompt.slug,
+      versionId: version._id,
+      version: number,
+      publishedAt,
+      publishedBy: author._id,
+      changeLog,
+    },
+  }
+  return {
+    version,
+    outbox: {
+      _id: event.id,
+      subject: SUBJECTS.versionPublished,
+      // The version id: a relay that sends twice is recognised by JetStream as a duplicate.
+      msgId: version._id,
+      payload: event,
+      createdAt: publishedAt,
+      sentAt: null,
+    },
+  }
+}
+
+/**
+ * Prompt operations shared by the routes: slug allocation, publish and fork with their
+ * outbox events, and the change broadcasts that keep render's caches true. Every move
+ * that changes what render would resolve (publish, promote, unpublish, visibility,
+ * delete) calls `changed`.
+ */
+export class PromptsService {
+  private readonly store: PromptStore
+  private readonly bus: EventBus
+  private readonly onOutboxWritten: () => void
+
+  constructor(store: PromptStore, bus: EventBus, onOutboxWritten: () => void) {
+    this.store = store
+    this.bus = bus
+    this.onOutboxWritten = onOutboxWritten
+  }
+
+  changed(prompt: { _id: string; organizationId: string }, reason: PromptChangeReason): void {
+    const event: PromptChangedEvent = {
+      promptId: prompt._id,
+      organizationId: prompt.organizationId,
+      reason,
+      at: new Date().toISOString(),
+    }
+    this.bus.broadcast(SUBJECTS.promptChanged, event)
+  }
+
+  /**
+   * Inserts with a slug unique in the workspace; a concurrent taker of the same slug makes it
+   * try the next. `knownTaken` lets a caller that creates many prompts (CSV import) skip slugs
+   * it has just taken without asking the store again.
+   */
+  async insertWithUniqueSlug(
+    record: PromptRecord,
+    write: (r: PromptRecord) => Promise<void>,
+    knownTaken?: Set<string>,
+    givenSlug?: string,
+  ): Promise<PromptRecord> {
+    if (givenSlug !== undefined) {
+      // A slug the client chose is that slug or nothing: code will refer to the prompt by it.
+      const candidate = { ...record, slug: givenSlug }
+      try {
+        await write(candidate)
+      } catch (err) {
+        if (err instanceof DuplicateSlugError) throw slugTaken(givenSlug)
+        throw err
+      }
+      knownTaken?.add(givenSlug)
+      return candidate
+    }
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const slug = await uniqueSlug(
+        slugify(record.name),
+        (s) => knownTaken?.has(s) === true || this.store.isSlugTaken(record.organizationId, s),
+      )
+      const candidate = { ...record, slug }
+      try {
+        await write(candidate)
+        knownTaken?.add(slug)
+        return candidate
+      } catch (err) {
+        if (!(err instanceof DuplicateSlugError)) throw err
+        knownTaken?.add(slug)
+      }
+    }
+    throw new AppError('CONFLICT', 'could not allocate a unique slug')
+  }
+
+  async create(
+    organizationId: string,
+    userId: string,
+    input: CreatePromptRequest,
+    knownTaken?: Set<string>,
+    /** How the record is stored (the CSV import writes it with its batch's progress). */
+    write: (r: PromptRecord) => Promise<void> = (r) => this.store.createPrompt(r),
+  ): Promise<PromptRecord> {
+    const type = input.type ?? 'text'
+    const content = buildContent(type, input, input.variables ?? [])
+    const now = new Date().toISOString()
+    const record: PromptRecord = {
+      _id: newId(),
+      organizationId,
+      name: input.name.trim(),
+      slug: '',
+      description: input.description ?? '',
+      tags: input.tags ?? [],
+      type,
+      template: content.template,
+      ...(content.messages ? { messages: content.messages } : {}),
+      variables: content.variables,
+      ...(input.config ? { config: checkConfig(input.config) } : {}),
+      isPublic: false,
+      versionCount: 0,
+      currentVersionId: null,
+      environments: { preview: null, production: null },
+      createdBy: userId,
+      createdAt: now,
+      updatedAt: now,
+    }
+    return this.insertWithUniqueSlug(record, write, knownTaken, input.slug)
+  }
+
+  /** One page of a workspace's prompts, with the workspace's counts. */
+  async list(organizationId: string, q: ListPromptsQuery): Promise<PromptList> {
+    const tags = q.tags
+      ?.split(/[;,]/)
+      .map((t) => t.trim())
+      .filter(Boolean)
+    const [{ prompts, total }, counts] = await Promise.all([
+      this.store.listPrompts(
+        { organizationId, search: q.search?.trim() || undefined, tags, visibility: q.visibility },
+        { page: q.page, limit: q.limit },
+      ),
+      this.store.summary(organizationId),
+    ])
+    return {
+      prompts: prompts.map(publicPrompt),
+      pagination: pagination(q.page, q.limit, total),
+      summary: {
+        total: counts.total,
+        public: counts.public,
+        private: counts.total - counts.public,
+        published: counts.published,
+        unpublished: counts.total - counts.published,
+      },
+    }
+  }
+
+  /** A prompt's versions: all by number, or only the published ones by publication time. */
+  async listVersions(organizationId: string, id: string, onlyPublished: boolean): Promise<VersionRecord[]> {
+    const prompt = await this.get(organizationId, id)
+    const versions = await this.store.listVersions(prompt._id, onlyPublished ? 'publishedAt' : 'version')
+    return onlyPublished ? versions.filter((v) => v.status === 'PUBLISHED') : versions
+  }
+
+  async get(organizationId: string, id: string): Promise<PromptRecord> {
+    const prompt = await this.store.getPrompt(organizationId, id)
+    if (!prompt) throw new AppError('NOT_FOUND', 'prompt not found')
+    return prompt
+  }
+
+  async getBySlug(organizationId: string, slug: string): Promise<PromptRecord> {
+    const prompt = await this.store.getPromptBySlug(organizationId, slug)
+    if (!prompt) throw new AppError('NOT_FOUND', 'prompt not found')
+    return prompt
+  }
+
+  /**
+   * Saves draft fields (and metadata); never creates a version. A rename keeps the slug (code
+   * refers to prompts by it); `slug` changes it. A change of visibility is announced with
+   * `prompt.visibility.changed`, written with the change.
+   */
+  async update(
+    organizationId: string,
+    id: string,
+    body: UpdatePromptRequest,
+  ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
+    const current = await this.get(organizationId, id)
+    checkTypeUnchanged(current.type, body.type)
+    const patch: PromptPatch = { updatedAt: new Date().toISOString() }
+    if (body.name !== undefined) patch.name = body.name.trim()
+    if (body.slug !== undefined && body.slug !== current.slug) patch.slug = body.slug
+    if (body.description !== undefined) patch.description = body.description
+    if (body.tags !== undefined) patch.tags = body.tags
+    let staleVariables: string[] | undefined
+    if (body.template !== undefined || body.messages !== undefined || body.variables !== undefined) {
+      const given =
+        current.type === 'chat'
+          ? { template: body.template, messages: body.messages ?? current.messages }
+          : { template: body.template ?? current.template, messages: body.messages }
+      const content = buildContent(current.type, given, body.variables ?? current.variables)
+      patch.template = content.template
+      if (content.messages) patch.messages = content.messages
+      patch.variables = content.variables
+      staleVariables = content.staleVariables
+    }
+    if (body.config !== undefined) patch.config = body.config === null ? null : checkConfig(body.config)
+    if (body.isPublic !== undefined) {
+      if (body.isPublic && !current.currentVersionId) {
+        throw new AppError('NO_PUBLISHED_VERSION', 'publish a version before making the prompt public')
+      }
+      patch.isPublic = body.isPublic
+    }
+    let updated: PromptRecord | null
+    try {
+      updated = await this.store.updatePrompt(
+        organizationId,
+        current._id,
+        patch,
+        patch.isPublic !== undefined ? visibilityChanged : undefined,
+      )
+    } catch (err) {
+      if (err instanceof DuplicateSlugError && patch.slug !== undefined) throw slugTaken(patch.slug)
+      throw err
+    }
+    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (patch.isPublic !== undefined && patch.isPublic !== current.isPublic) {
+      this.onOutboxWritten()
+      this.changed(updated, 'visibility')
+    }
+    // The slug names the prompt for render's lookups by slug: drop them.
+    else if (patch.slug !== undefined) this.changed(updated, 'updated')
+    return { prompt: updated, ...(staleVariables ? { staleVariables } : {}) }
+  }
+
+  async delete(organizationId: string, id: string): Promise<void> {
+    const at = new Date().toISOString()
+    const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => promptDeleted(prompt, at))
+    if (!deleted) throw new AppError('NOT_FOUND', 'prompt not found')
+    this.onOutboxWritten()
+    this.changed({ _id: id, organizationId }, 'deleted')
+  }
+
+  async updateVariable(
+    organizationId: string,
+    id: string,
+    name: string,
+    body: UpdateVariableRequest,
+  ): Promise<PromptRecord> {
+    const current = await this.get(organizationId, id)
+    const index = current.variables.findIndex((v) => v.name === name)
+    const existing = current.variables[index]
+    if (!existing) throw new AppError('NOT_FOUND', `variable ${name} not found`)
+    const next: Variable = { ...existing }
+    if (body.required !== undefined) next.required = body.required
+    if (body.description === null) delete next.description
+    else if (body.description !== undefined) next.description = body.description
+    if (body.defaultValue === null) delete next.defaultValue
+    else if (body.defaultValue !== undefined) next.defaultValue = body.defaultValue
+    const variables = current.variables.map((v, i) => (i === index ? next : v))
+    const updated = await this.store.updatePrompt(organizationId, id, {
+      variables,
+      updatedAt: new Date().toISOString(),
+    })
+    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    return updated
+  }
+
+  /** Snapshots the current draft as the next version, with its event, atomically. */
+  async publish(
+    organizationId: string,
+    promptId: string,
+    author: Author,
+    changeLog: string,
+  ): Promise<VersionRecord> {
+    const version = await this.store.publish(organizationId, promptId, (prompt, next) =>
+      buildPublished(prompt, next, author, changeLog),
+    )
+    if (!version) throw new AppError('NOT_FOUND', 'prompt not found')
+    this.onOutboxWritten()
+    this.changed({ _id: promptId, organizationId }, 'published')
+    return version
+  }
+
+  /** DELETE publish: the prompt leaves the public catalog; versions and pins are kept. */
+  async unpublish(organizationId: string, id: string): Promise<PromptRecord> {
+    const current = await this.get(organizationId, id)
+    if (!current.isPublic) return current
+    const updated = await this.store.updatePrompt(
+      organizationId,
+      id,
+      { isPublic: false, updatedAt: new Date().toISOString() },
+      visibilityChanged,
+    )
+    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    this.onOutboxWritten()
+    this.changed(updated, 'unpublished')
+    return updated
+  }
+
+  async version(prompt: PromptRecord, versionId: string): Promise<VersionRecord> {
+    const version = await this.store.getVersion(prompt._id, versionId)
+    if (!version) throw new AppError('VERSION_NOT_FOUND', 'version not found')
+    return version
+  }
+
+  /**
+   * Copies a version's content (template, or a chat prompt's messages), variables and config
+   * onto the draft; history and currentVersionId stay. A version without config clears it.
+   */
+  async restore(organizationId: string, id: string, versionId: string): Promise<PromptRecord> {
+    const prompt = await this.get(organizationId, id)
+    const version = await this.version(prompt, versionId)
+    const updated = await this.store.updatePrompt(organizationId, id, {
+      template: version.template,
+      ...(version.type === 'chat' && version.messages ? { messages: version.messages } : {}),
+      variables: version.variables,
+      config: version.config ?? null,
+      updatedAt: new Date().toISOString(),
+    })
+    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    return updated
+  }
+
+  async diff(organizationId: string, id: string, from: string, to: string): Promise<VersionDiff> {
+    const prompt = await this.get(organizationId, id)
+    const side = async (ref: string): Promise<DiffSide> =>
+      ref === 'draft' ? prompt : await this.version(prompt, ref)
+    const [a, b] = await Promise.all([side(from), side(to)])
+    return diffVersions(a, b, { from, to })
+  }
+
+  async environments(organizationId: string, id: string): Promise<Environments> {
+    const prompt = await this.get(organizationId, id)
+    return { preview: prompt.environments.preview, production: prompt.environments.production }
+  }
+
+  async promote(
+    organizationId: string,
+    id: string,
+    env: EnvironmentName,
+    versionId: string,
+    promotedBy: string,
+  ): Promise<Pin> {
+    const prompt = await this.get(organizationId, id)
+    const version = await this.version(prompt, versionId)
+    if (version.status !== 'PUBLISHED') {
+      throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be promoted')
+    }
+    const pin: Pin = {
+      versionId: version._id,
+      version: version.version,
+      promotedAt: new Date().toISOString(),
+      promotedBy,
+    }
+    const updated = await this.store.setPin(organizationId, id, env, pin, pin.promotedAt, (after) =>
+      environmentPromoted(after, env, pin),
+    )
+    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    this.onOutboxWritten()
+    this.changed(updated, 'promoted')
+    return pin
+  }
+
+  /**
+   * A new private prompt in `targetOrganizationId` whose version 1 is published from the
+   * source version's snapshot (fork rules 4 and 5). The fork's version 1 is announced with
+   * `version.published` like any other publish: a version was published in that workspace.
+   */
+  async fork(
+    source: PromptRecord,
+    version: VersionRecord,
+    targetOrganizationId: string,
+    name: string,
+    author: Author,
+  ): Promise<{ prompt: PromptRecord; version: VersionRecord }> {
+    if (version.status !== 'PUBLISHED') {
+      throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be forked')
+    }
+    const trimmed = name.trim()
+    if (trimmed === '') {
+      throw new AppError('VALIDATION_ERROR', 'name must not be empty', [
+        { path: '/body/name', message: 'must not be empty after trimming' },
+      ])
+    }
+    const now = new Date().toISOString()
+    const record: PromptRecord = {
+      _id: newId(),
+      organizationId: targetOrganizationId,
+      name: trimmed,
+      slug: '',
+      description: source.description,
+      tags: [],
+      type: version.type,
+      template: version.template,
+      variables: version.variables,
+      ...contentFields(version),
+      isPublic: false,
+      versionCount: 1,
+      currentVersionId: null,
+      forkedFromVersionId: version._id,
+      environments: { preview: null, production: null },
+      createdBy: author._id,
+      createdAt: now,
+      updatedAt: now,
+    }
+    let first: VersionRecord | undefined
+    const prompt = await this.insertWithUniqueSlug(record, async (candidate) => {
+      const built = buildPublished(candidate, 1, author, forkNote(source, version), version)
+      first = built.version
+      await this.store.createWithVersion(
+        { ...candidate, currentVersionId: built.version._id },
+        built.version,
+        built.outbox,
+      )
+    })
+    if (!first) throw new Error('fork: no version written')
+    this.onOutboxWritten()
+    return { prompt: { ...prompt, currentVersionId: first._id }, version: first }
+  }
+
+  /** A public prompt with its current version, or 404 (private, unpublished, or absent). */
+  async publicEntry(id: string): Promise<{ prompt: PromptRecord; version: VersionRecord }> {
+    const prompt = await this.store.getPromptById(id)
+    if (!prompt?.isPublic || !prompt.currentVersionId) {
+      throw new AppError('NOT_FOUND', 'prompt not found')
+    }
+    const version = await this.store.getVersion(prompt._id, prompt.currentVersionId)
+    if (!version) throw new AppError('NOT_FOUND', 'prompt not found')
+    return { prompt, version }
+  }
+
+  async listPublic(
+    search: string | undefined,
+    page: Page,
+  ): Promise<{ prompts: PublicPrompt[]; total: number }> {
+    const { prompts, total } = await this.store.listPublic(search, page)
+    const ids = prompts.flatMap((p) => (p.currentVersionId ? [p.currentVersionId] : []))
+    const versions = new Map((await this.store.getVersionsByIds(ids)).map((v) => [v._id, v]))
+    const entries: PublicPrompt[] = []
+    for (const p of prompts) {
+      const v = p.currentVersionId ? versions.get(p.currentVersionId) : undefined
+      if (v) entries.push(catalogEntry(p, v))
+    }
+    return { prompts: entries, total }
+  }
+
+  /**
+   * What to render: the current version by default, version N, or an environment's pin.
+   * `publicOnly` resolves for the public catalog (any workspace, public prompts only). The
+   * prompt is named by its id, or by its slug in the caller's workspace.
+   */
+  async resolve(
+    caller: CallerContext,
+    ref: { id: string } | { slug: string },
+    selector: Selector,
+    publicOnly: boolean,
+  ): Promise<ResolvedPrompt> {
+    let prompt: PromptRecord | null = null
+    if ('slug' in ref) {
+      if (caller.organizationId && !publicOnly)
+        prompt = await this.store.getPromptBySlug(caller.organizationId, ref.slug)
+    } else if (publicOnly) prompt = await this.store.getPromptById(ref.id)
+    else if (caller.organizationId) prompt = await this.store.getPrompt(caller.organizationId, ref.id)
+    if (!prompt || (publicOnly && !prompt.isPublic)) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (selector.version !== undefined && selector.env !== undefined) {
+      throw new AppError('VALIDATION_ERROR', 'give version or env, not both', [
+        { path: '/query/env', message: 'cannot be combined with version' },
+      ])
+    }
+    let version: VersionRecord | null
+    if (selector.version !== undefined) {
+      version = await this.store.getVersionByNumber(prompt._id, selector.version)
+      if (!version) throw new AppError('VERSION_NOT_FOUND', `version ${selector.version} does not exist`)
+    } else if (selector.env !== undefined) {
+      const pin = prompt.environments[selector.env]
+      if (!pin) throw new AppError('ENVIRONMENT_NOT_SET', `no version is promoted to ${selector.env}`)
+      version = await this.store.getVersion(prompt._id, pin.versionId)
+      if (!version) throw new AppError('VERSION_NOT_FOUND', 'the pinned version no longer exists')
+    } else {
+      if (!prompt.currentVersionId)
+        throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
+      version = await this.store.getVersion(prompt._id, prompt.currentVersionId)
+      if (!version) throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
+    }
+    return {
+      promptId: prompt._id,
+      organizationId: prompt.organizationId,
+      versionId: version._id,
+      version: version.version,
+      template: version.template,
+      variables: version.variables,
+      ...contentFields(version),
+    }
+  }
+}
+
+function slugTaken(slug: string): AppError {
+  return new AppError('CONFLICT', `the slug ${slug} is taken in this workspace`, [
+    { path: '/body/slug', message: 'is taken' },
+  ])
+}

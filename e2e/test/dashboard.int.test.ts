@@ -1,0 +1,444 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
+import { ADMIN } from '../src/slice.ts'
+
+/**
+ * The dashboard, driven by Debian's chromium (no browser download) against the embedded
+ * default: the whole journey of an author, with the security properties checked on the way
+ * (no credential in web storage, the refresh cookie's flags, the CSP, no console errors) and
+ * axe-core on every page. Screenshots of each page at 1280 and 390 px go to e2e/.screenshots/.
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
+const WIDTHS = [
+  { width: 1280, height: 860 },
+  { width: 390, height: 844 },
+] as const
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+
+interface AxeViolation {
+  id: string
+  impact: string | null
+  help: string
+  nodes: { target: string[] }[]
+}
+
+describe('the dashboard: an author’s journey in a real browser', () => {
+  let proc: RunningProcess
+  let base: string
+  let dataDir: string
+  let browser: Browser
+  let context: BrowserContext
+  let page: Page
+  const consoleErrors: string[] = []
+  /** Failed requests the test causes on purpose ("status url"): their console lines are expected. */
+  const expectedFailures = new Set<string>()
+  const refreshes: number[] = []
+  const checked: string[] = []
+
+  /** Serious or critical axe-core violations of the page as it is now. */
+  async function axe(name: string): Promise<void> {
+    await page.evaluate(axeSource)
+    const violations = (await page.evaluate(
+      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
+    )) as AxeViolation[]
+    const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    expect(
+      serious.map(
+        (v) =>
+          `${name}: ${v.id} (${v.impact}) ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+      ),
+    ).toEqual([])
+  }
+
+  /** Screenshots at both widths and axe-core at both (layouts differ), back to 1280 after. */
+  async function check(name: string): Promise<void> {
+    for (const size of WIDTHS) {
+      await page.setViewportSize(size)
+      // From the top: a sticky toolbar would otherwise be drawn where the page was scrolled to.
+      await page.evaluate('window.scrollTo(0, 0)')
+      await page.waitForTimeout(150)
+      await page.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
+      await axe(`${name}@${size.width}`)
+    }
+    await page.setViewportSize(WIDTHS[0])
+    checked.push(name)
+  }
+
+  /** Types into the CodeMirror template editor at the end of its text. */
+  async function typeInTemplate(text: string): Promise<void> {
+    const editor = page.getByRole('textbox', { name: 'Template' })
+    await editor.click()
+    await page.keyboard.press('Control+End')
+    await page.keyboard.type(text)
+  }
+
+  async function templateText(): Promise<string> {
+    return (await page.locator('.cm-content').innerText()).replace(/\u200b/g, '')
+  }
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
+    }
+    // The page under test is the one built from the current sources.
+    execFileSync('pnpm', ['--filter', '@pm/dashboard', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' })
+    // Only this journey's leftovers: the part-2 test (dashboard-settings) shares the folder.
+    rmSync(join(SHOTS, 'failure.png'), { force: true })
+    mkdirSync(SHOTS, { recursive: true })
+    dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-'))
+    const port = await freePort()
+    base = `http://127.0.0.1:${port}`
+    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
+      PORT: String(port),
+      DATA_DIR: dataDir,
+      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
+      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
+      BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
+      BOOTSTRAP_ORG_NAME: ADMIN.org,
+      // Short access tokens: the silent refresh (a minute before expiry, at least 5 s after
+      // the last one) happens while the journey runs.
+      ACCESS_TOKEN_TTL_SECONDS: '65',
+    })
+    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    })
+    context = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    page = await context.newPage()
+    page.setDefaultTimeout(10_000)
+    page.on('console', (msg) => {
+      if (msg.type() !== 'error') return
+      const failed = /status of (\d{3})/.exec(msg.text())?.[1]
+      const key = `${failed} ${msg.location().url}`
+      if (failed && expectedFailures.has(key)) expectedFailures.delete(key)
+      else consoleErrors.push(`${msg.text()} ${msg.location().url}`)
+    })
+    page.on('pageerror', (err) => consoleErrors.push(`pageerror: ${err.message}`))
+    page.on('response', (res) => {
+      if (res.url().endsWith('/api/v1/auth/refresh')) refreshes.push(res.status())
+    })
+  }, 120_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await proc?.stop()
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it('signs in, creates, edits, previews, publishes twice, diffs, restores, promotes, reloads, signs out', async () => {
+    onTestFailed(async () => {
+      await page.screenshot({ path: join(SHOTS, 'failure.png'), fullPage: true }).catch(() => {})
+    })
+    // ---- the page and its headers
+    const first = await page.goto(`${base}/`)
+    expect(first?.status()).toBe(200)
+    const csp = first?.headers()['content-security-policy'] ?? ''
+    expect(csp).toMatch(/^default-src 'none'; script-src 'self'; style-src 'self' 'nonce-[A-Za-z0-9+/=]+';/)
+    expect(csp).toContain("frame-ancestors 'none'")
+    expect(csp).not.toContain('unsafe')
+    await page.waitForURL(/\/sign-in$/)
+    await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).isVisible()).toBe(true)
+    await check('sign-in')
+
+    // No session cookie yet: the page sent no refresh.
+    expect(refreshes).toEqual([])
+
+    // ---- the sign-up page says plainly that sign-up is off (AUTH_ALLOW_SIGNUP is not set)
+    await page.getByRole('link', { name: 'Sign up' }).click()
+    await page.waitForURL(/\/sign-up$/)
+    await page.getByLabel('Name').fill('Bo')
+    await page.getByLabel('Email').fill('bo@example.com')
+    await page.getByLabel('Password').fill('a long passphrase')
+    expectedFailures.add(`404 ${base}/api/v1/auth/register`)
+    await page.getByRole('button', { name: 'Sign up' }).click()
+    await expect
+      .poll(() => page.getByRole('alert').innerText())
+      .toContain('Sign-up is turned off on this server')
+    await check('sign-up')
+    await page.getByRole('link', { name: 'Sign in' }).click()
+    await page.waitForURL(/\/sign-in$/)
+
+    // ---- a wrong password: the service's message and code are shown (keyboard only)
+    expectedFailures.add(`401 ${base}/api/v1/auth/login`)
+    await page.getByLabel('Email').focus()
+    await page.keyboard.type(ADMIN.email)
+    await page.keyboard.press('Tab')
+    await page.keyboard.type('not the password')
+    await page.keyboard.press('Enter')
+    const refused = page.getByRole('alert')
+    await expect.poll(() => refused.innerText()).toContain('email or password is wrong')
+    expect(await refused.innerText()).toContain('INVALID_CREDENTIALS')
+
+    // ---- sign in (cookie mode), with the keyboard
+    await page.getByLabel('Password').fill('')
+    await page.getByLabel('Password').focus()
+    await page.keyboard.type(ADMIN.password)
+    const loginAnswer = page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/login'))
+    await page.keyboard.press('Enter')
+    const login = await loginAnswer
+    expect(login.status()).toBe(200)
+    const session = (await login.json()) as { data: { accessToken: string; refreshToken?: string } }
+    expect(session.data.refreshToken).toBeUndefined()
+    const setCookie = (await login.headersArray()).filter((h) => h.name.toLowerCase() === 'set-cookie')
+    const refreshLine = setCookie.map((h) => h.value).find((v) => v.startsWith('pm_refresh=')) ?? ''
+    expect(refreshLine).toMatch(/; HttpOnly/)
+    expect(refreshLine).toMatch(/; SameSite=Strict/)
+    expect(refreshLine).toMatch(/; Path=\/api\/v1\/auth(;|$)/)
+    // Development on plain HTTP: the gateway drops Secure (and only then).
+    expect(refreshLine).not.toMatch(/; Secure/)
+    const cookie = (await context.cookies()).find((c) => c.name === 'pm_refresh')
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/api/v1/auth' })
+    expect(cookie?.value).toMatch(/^rt_/)
+
+    await page.waitForURL(/\/prompts$/)
+    await expect.poll(() => page.getByRole('heading', { name: 'No prompts yet' }).isVisible()).toBe(true)
+    await check('prompts-empty')
+
+    // ---- create
+    await page.getByRole('link', { name: 'Create prompt' }).first().click()
+    await page.waitForURL(/\/prompts\/new$/)
+    await page.getByLabel('Name').fill('Welcome message')
+    await page.getByLabel('Description').fill('Greets a new customer')
+    await page.getByLabel('Tags').fill('onboarding, email')
+    await typeInTemplate('Hello {{ name }}!\nWelcome to {{ place }}.')
+    await check('prompt-new')
+    await page.getByRole('button', { name: 'Create draft' }).click()
+    await page.waitForURL(/\/prompts\/[0-9a-f]{24}$/)
+    const promptUrl = page.url()
+
+    // ---- edit: variables follow the template; save the draft
+    await expect.poll(() => page.getByRole('heading', { name: 'Welcome message' }).isVisible()).toBe(true)
+    expect(await page.locator('.cm-variable').count()).toBe(2)
+    await page.getByLabel('name default').fill('there')
+    await page.getByLabel('name required').uncheck()
+    await page.getByLabel('place required').uncheck()
+    await page.getByLabel('place description').fill('Where they signed up')
+    await expect.poll(() => page.getByRole('status').first().innerText()).toBe('Unsaved changes')
+    await page.getByRole('button', { name: 'Save draft' }).click()
+    await expect.poll(() => page.getByText('Draft saved. No version was created.').isVisible()).toBe(true)
+    await check('editor')
+
+    // ---- preview the draft: the unresolved placeholder is marked in place
+    await page.getByRole('link', { name: 'Preview' }).click()
+    await page.waitForURL(/\/preview$/)
+    await page.getByRole('button', { name: 'Render draft' }).click()
+    await expect.poll(() => page.locator('mark.unresolved').allInnerTexts()).toEqual(['{{ place }}'])
+    expect(await page.locator('pre.rendered').first().innerText()).toContain('Hello there!')
+    await check('preview')
+    await page.getByLabel('place').fill('Acme')
+    await page.getByRole('button', { name: 'Render draft' }).click()
+    await expect
+      .poll(() => page.locator('pre.rendered').first().innerText())
+      .toBe('Hello there!\nWelcome to Acme.')
+    expect(await page.locator('mark.unresolved').count()).toBe(0)
+
+    // ---- publish version 1 with a change log (the counter is live)
+    await page.getByRole('link', { name: 'Editor' }).click()
+    await page.getByRole('button', { name: 'Publish…' }).click()
+    const dialog = page.getByRole('dialog', { name: 'Publish a new version' })
+    await dialog.getByLabel('Change log').fill('First version')
+    expect(await dialog.getByText('13 / 280 characters').isVisible()).toBe(true)
+    await check('publish-dialog')
+    await dialog.getByRole('button', { name: 'Publish', exact: true }).click()
+    await expect.poll(() => page.getByText('Version 1 published.').isVisible()).toBe(true)
+
+    // ---- edit again; leaving with unsaved changes asks first; save and publish version 2
+    await typeInTemplate('\nSee you soon, {{ name }}.')
+    await expect.poll(() => page.locator('.cm-variable').count()).toBe(3)
+    await page.getByRole('link', { name: 'History' }).click()
+    const leave = page.getByRole('dialog', { name: 'Leave without saving?' })
+    await expect.poll(() => leave.isVisible()).toBe(true)
+    await leave.getByRole('button', { name: 'Cancel' }).click()
+    expect(page.url()).toBe(promptUrl)
+    await page.getByRole('button', { name: 'Save and publish…' }).click()
+    const saveAndPublish = page.getByRole('dialog', { name: 'Save and publish' })
+    await saveAndPublish.getByLabel('Change log').fill('Add a farewell line')
+    await saveAndPublish.getByRole('button', { name: 'Save and publish' }).click()
+    await expect.poll(() => page.getByText('Version 2 published.').isVisible()).toBe(true)
+
+    // ---- history: both versions, the side-by-side diff of 1 → 2
+    await page.getByRole('link', { name: 'History' }).click()
+    await page.waitForURL(/\/history$/)
+    await expect.poll(() => page.locator('.version').count()).toBe(2)
+    expect(await page.locator('.version strong').allInnerTexts()).toEqual(['Version 2', 'Version 1'])
+    expect(await page.getByText('Add a farewell line').isVisible()).toBe(true)
+    // (Version 1's last line had no newline: it shows as changed too, as in any line diff.)
+    await expect
+      .poll(() => page.locator('.diff-table td.added').allTextContents())
+      .toEqual(['added: Welcome to {{ place }}.', 'added: See you soon, {{ name }}.'])
+    expect(await page.locator('.diff-table td.removed').allTextContents()).toEqual([
+      'removed: Welcome to {{ place }}.',
+    ])
+    await page.getByRole('button', { name: 'View version 1' }).click()
+    await check('history')
+
+    // ---- restore version 1 into the draft (the confirmation says history is unchanged)
+    await page.getByRole('button', { name: 'Restore version 1' }).click()
+    const confirm = page.getByRole('dialog', { name: 'Restore version 1?' })
+    expect(await confirm.getByText('The version history is unchanged').isVisible()).toBe(true)
+    await confirm.getByRole('button', { name: 'Restore into the draft' }).click()
+    await expect.poll(() => page.getByText('The draft now holds version 1.').isVisible()).toBe(true)
+    expect(await page.locator('.version').count()).toBe(2)
+    // The draft against version 2 now shows the farewell line removed.
+    await page.getByLabel('From', { exact: true }).selectOption({ label: 'Version 2' })
+    await page.getByLabel('To', { exact: true }).selectOption({ label: 'Draft' })
+    await expect
+      .poll(() => page.locator('.diff-table td.removed').allTextContents())
+      .toEqual(['removed: Welcome to {{ place }}.', 'removed: See you soon, {{ name }}.'])
+    await page.getByRole('link', { name: 'Editor' }).click()
+    await expect.poll(() => templateText()).toBe('Hello {{ name }}!\nWelcome to {{ place }}.')
+
+    // ---- environments: promote version 2 to production; what invoke?env=production returns
+    await page.getByRole('link', { name: 'Environments' }).click()
+    await page.waitForURL(/\/environments$/)
+    await page.getByLabel('Version for production').selectOption({ label: 'Version 2' })
+    await page.getByRole('button', { name: 'Promote to production' }).click()
+    const production = page.getByRole('region', { name: 'Production' })
+    await expect.poll(() => production.locator('p strong').innerText()).toBe('Version 2')
+    await expect
+      .poll(() => production.locator('pre.rendered').innerText())
+      .toBe('Hello there!\nWelcome to .\nSee you soon, there.')
+    await check('environments')
+
+    // ---- preview: invoke a chosen version as a backend would
+    await page.getByRole('link', { name: 'Preview' }).click()
+    await page.getByLabel('Render from').selectOption({ label: 'Version 1' })
+    await page.getByRole('button', { name: 'Invoke' }).click()
+    const published = page.getByRole('region', { name: 'Published' })
+    await expect.poll(() => published.locator('pre.rendered').innerText()).toBe('Hello there!\nWelcome to .')
+    expect(await published.locator('p.hint').innerText()).toBe('Version 1')
+
+    // ---- the list now shows the prompt and the counts
+    await page.getByRole('link', { name: 'Prompts', exact: true }).first().click()
+    await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
+    expect(await page.getByRole('list', { name: 'Workspace summary' }).innerText()).toContain('1 published')
+    await check('prompts')
+    // Search, tags and visibility narrow the list (kept in the URL); an empty result says so.
+    await page.getByLabel('Search').fill('no such words')
+    await expect.poll(() => page.getByRole('heading', { name: 'No prompt matches' }).isVisible()).toBe(true)
+    expect(page.url()).toContain('search=no+such+words')
+    await page.getByLabel('Search').fill('welcome')
+    await page.getByRole('textbox', { name: 'Tags' }).fill('onboarding')
+    await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
+    await page.getByLabel('Visibility').selectOption('public')
+    await expect.poll(() => page.getByRole('heading', { name: 'No prompt matches' }).isVisible()).toBe(true)
+    await page.getByLabel('Visibility').selectOption('private')
+    await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
+    await page.getByLabel('Search').fill('')
+    await page.getByRole('textbox', { name: 'Tags' }).fill('')
+    await page.getByLabel('Visibility').selectOption('all')
+
+    // ---- a chat prompt: role messages with placeholders and a config, previewed as messages
+    await page.getByRole('link', { name: 'Create prompt' }).first().click()
+    await page.waitForURL(/\/prompts\/new$/)
+    await page.getByLabel('Name').fill('Support chat')
+    await page.getByLabel('Chat: role messages').check()
+    await page.getByRole('textbox', { name: 'Message 1 content' }).click()
+    await page.keyboard.type('You help {{ customer }} politely.')
+    await page.getByRole('textbox', { name: 'Message 2 content' }).click()
+    await page.keyboard.type('{{ question }}')
+    await page.getByLabel('Config (JSON)').fill('{"model": "small-1", "temperature": 0.2')
+    expect(await page.getByText('Config not JSON').isVisible()).toBe(true)
+    expect(await page.getByRole('button', { name: 'Create draft' }).isDisabled()).toBe(true)
+    await page.getByLabel('Config (JSON)').fill('{"model": "small-1", "temperature": 0.2}')
+    await page.getByRole('button', { name: 'Create draft' }).click()
+    await page.waitForURL(/\/prompts\/[0-9a-f]{24}$/)
+    await expect.poll(() => page.locator('.cm-variable').count()).toBe(2)
+    await check('chat-editor')
+    await page.getByRole('link', { name: 'Preview' }).click()
+    await page.getByLabel('customer').fill('Ada')
+    await page.getByLabel('question').fill('Where is my order?')
+    await page.getByRole('button', { name: 'Render draft' }).click()
+    await expect
+      .poll(() => page.locator('.rendered-messages pre').allInnerTexts())
+      .toEqual(['You help Ada politely.', 'Where is my order?'])
+    expect(await page.locator('pre.rendered').last().innerText()).toContain('"model": "small-1"')
+    // Publish it, change a message and the config, and compare version 1 with the draft.
+    await page.getByRole('link', { name: 'Editor' }).click()
+    await page.getByRole('button', { name: 'Publish…' }).click()
+    await page.getByRole('dialog', { name: 'Publish a new version' }).getByLabel('Change log').fill('Chat v1')
+    await page
+      .getByRole('dialog', { name: 'Publish a new version' })
+      .getByRole('button', { name: 'Publish' })
+      .click()
+    await expect.poll(() => page.getByText('Version 1 published.').isVisible()).toBe(true)
+    await page.getByRole('textbox', { name: 'Message 2 content' }).click()
+    await page.keyboard.press('Control+End')
+    await page.keyboard.type(' Thanks!')
+    await page.getByLabel('Config (JSON)').fill('{"model": "small-1", "temperature": 0.7}')
+    await page.getByRole('button', { name: 'Save draft' }).click()
+    await expect.poll(() => page.getByText('Draft saved. No version was created.').isVisible()).toBe(true)
+    await page.getByRole('link', { name: 'History' }).click()
+    await page.getByLabel('To', { exact: true }).selectOption({ label: 'Draft' })
+    await expect
+      .poll(() => page.locator('.diff ul.plain li').first().innerText())
+      .toBe('~ message 2: [user] {{ question }} → [user] {{ question }} Thanks!')
+    expect(await page.locator('.config-diff figure').allInnerTexts()).toEqual([
+      'Before\n{\n  "model": "small-1",\n  "temperature": 0.2\n}',
+      'After\n{\n  "model": "small-1",\n  "temperature": 0.7\n}',
+    ])
+    await check('chat-history')
+
+    // ---- a second workspace: the organization switcher changes what the list shows
+    const beta = await fetch(`${base}/api/v1/organizations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${session.data.accessToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Beta' }),
+    })
+    expect(beta.status).toBe(201)
+    await page.reload()
+    const switcher = page.getByLabel('Organization')
+    await expect.poll(() => switcher.locator('option').allInnerTexts()).toEqual(['Acme', 'Beta'])
+    await switcher.selectOption({ label: 'Beta' })
+    await expect.poll(() => page.getByRole('heading', { name: 'No prompts yet' }).isVisible()).toBe(true)
+    await switcher.selectOption({ label: 'Acme' })
+    await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
+
+    // ---- the access token was renewed silently while the journey ran
+    expect(refreshes.length).toBeGreaterThan(2)
+    expect(refreshes.every((status) => status === 200)).toBe(true)
+
+    // ---- reload: still signed in (the cookie is exchanged for a new access token). Right
+    // after a silent refresh, so that the reload does not cut one off half-way.
+    await page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/refresh'), { timeout: 10_000 })
+    await page.goto(`${promptUrl}/environments`)
+    await expect.poll(() => page.getByRole('heading', { name: 'Welcome message' }).isVisible()).toBe(true)
+    expect(page.url()).toBe(`${promptUrl}/environments`)
+
+    // ---- nothing of the session in web storage
+    const storage = (await page.evaluate(
+      'JSON.stringify({ local: { ...localStorage }, session: { ...sessionStorage } })',
+    )) as string
+    expect(storage).not.toContain(session.data.accessToken)
+    expect(storage).not.toMatch(/eyJ|rt_/)
+    expect(storage).toBe('{"local":{},"session":{}}')
+    // The refresh cookie is invisible to the page.
+    expect(await page.evaluate('document.cookie')).not.toContain('pm_refresh')
+
+    // ---- sign out: the cookie is gone, the app asks to sign in again
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.waitForURL(/\/sign-in/)
+    expect((await context.cookies()).find((c) => c.name === 'pm_refresh')).toBeUndefined()
+    await page.goto(`${promptUrl}`)
+    await page.waitForURL(/\/sign-in\?next=/)
+
+    expect(checked).toHaveLength(12)
+    expect(consoleErrors).toEqual([])
+    expect([...expectedFailures]).toEqual([])
+  }, 180_000)
+})

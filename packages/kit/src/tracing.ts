@@ -1,0 +1,140 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+
+/**
+ * Tracing seam. Nothing of OpenTelemetry is imported here: `tracingFor` loads the SDK
+ * (otel.ts) with a dynamic import only when OTEL_EXPORTER_OTLP_ENDPOINT is set, and returns
+ * undefined otherwise, so that a process without tracing loads nothing and adds no hook.
+ */
+
+export type SpanKind = 'server' | 'client' | 'producer' | 'consumer' | 'internal'
+export type SpanAttributes = Record<string, string | number | boolean>
+/** Headers (HTTP or NATS) that carry `traceparent` / `tracestate`. */
+export type Carrier = Record<string, string | string[] | undefined>
+
+export interface SpanHandle {
+  /** Runs `fn` with this span as the current one (children and outgoing headers follow it). */
+  run<T>(fn: () => T): T
+  /** traceparent / tracestate of this span, for an outgoing request or message. */
+  headers(): Record<string, string>
+  update(name?: string, attributes?: SpanAttributes): void
+  end(error?: unknown): void
+}
+
+export interface SpanOptions {
+  kind?: SpanKind
+  /** Incoming headers: the span continues their trace. Else: a child of the current span. */
+  parent?: Carrier
+  attributes?: SpanAttributes
+}
+
+export interface Tracing {
+  start(name: string, opts?: SpanOptions): SpanHandle
+  /** `fn` inside a new span, ended with its outcome. */
+  span<T>(name: string, fn: () => Promise<T>, opts?: SpanOptions): Promise<T>
+  /** traceparent / tracestate of the current span ({} outside any span). */
+  headers(): Record<string, string>
+  /** Sends what is buffered and stops. */
+  shutdown(): Promise<void>
+}
+
+export interface TracingSettings {
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
+  OTEL_SERVICE_NAME?: string | undefined
+}
+
+/** The process's tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set (SDK loaded now), else undefined. */
+export async function tracingFor(config: TracingSettings, serviceName: string): Promise<Tracing | undefined> {
+  if (!config.OTEL_EXPORTER_OTLP_ENDPOINT) return undefined
+  const { createOtelTracing } = await import('./otel.ts')
+  return createOtelTracing({
+    endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT,
+    serviceName: config.OTEL_SERVICE_NAME ?? serviceName,
+  })
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's server span, when tracing is on. */
+    traceSpan: SpanHandle | null
+  }
+}
+
+/**
+ * A server span per request, continuing the caller's `traceparent`; the rest of the request
+ * (hooks, handler, store calls, outgoing calls) runs with it as the current span. Body parsing
+ * runs from socket events, outside that context, so it is entered again before validation and
+ * before the handlers.
+ */
+export function traceRequests(
+  app: FastifyInstance,
+  tracing: Tracing,
+  opts: { service: string; route?: (request: FastifyRequest) => string | undefined },
+): void {
+  const routeOf = opts.route ?? ((request: FastifyRequest) => request.routeOptions.url)
+  app.decorateRequest('traceSpan', null)
+  app.addHook('onRequest', (request, _reply, done) => {
+    const span = tracing.start(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
+      kind: 'server',
+      parent: request.headers,
+      attributes: {
+        'http.request.method': request.method,
+        'url.path': request.url.split('?', 1)[0] ?? '',
+        'pm.service': opts.service,
+      },
+    })
+    request.traceSpan = span
+    span.run(done)
+  })
+  const reenter = (request: FastifyRequest, _reply: unknown, done: () => void) => {
+    if (request.traceSpan) request.traceSpan.run(done)
+    else done()
+  }
+  app.addHook('preValidation', reenter)
+  app.addHook('preHandler', reenter)
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = routeOf(request) ?? 'unmatched'
+    request.traceSpan?.update(`${request.method} ${route}`, {
+      'http.route': route,
+      'http.response.status_code': reply.statusCode,
+    })
+    request.traceSpan?.end(reply.statusCode >= 500 ? new Error(`HTTP ${reply.statusCode}`) : undefined)
+    done()
+  })
+}
+
+/**
+ * The same object, with each method that returns a promise run in a span `<prefix>.<method>`
+ * (store calls). Methods run on the object itself, so its own inner calls are not traced again.
+ */
+export function traceMethods<T extends object>(target: T, tracing: Tracing, prefix: string): T {
+  return new Proxy(target, {
+    get(obj, prop, receiver) {
+      const value = Reflect.get(obj, prop, receiver)
+      if (typeof value !== 'function' || typeof prop !== 'string') return value
+      return (...args: unknown[]) => {
+        const span = tracing.start(`${prefix}.${prop}`, { kind: 'internal' })
+        let result: unknown
+        try {
+          result = span.run(() => (value as (...a: unknown[]) => unknown).apply(obj, args))
+        } catch (err) {
+          span.end(err)
+          throw err
+        }
+        if (result && typeof (result as Promise<unknown>).then === 'function') {
+          return (result as Promise<unknown>).then(
+            (v) => {
+              span.end()
+              return v
+            },
+            (err: unknown) => {
+              span.end(err)
+              throw err
+            },
+          )
+        }
+        span.end()
+        return result
+      }
+    },
+  })
+}
