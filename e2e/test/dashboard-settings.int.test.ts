@@ -529,8 +529,8 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
       // Required variables missing: the service's refusal.
       await g.getByRole('button', { name: 'Invoke' }).click()
       await expect.poll(() => g.getByRole('alert').innerText()).toContain('MISSING_REQUIRED_VARIABLES')
-      await g.getByLabel('product').fill('Widget')
-      await g.getByLabel('version').fill('2.0')
+      await g.getByLabel(/^product/).fill('Widget')
+      await g.getByLabel(/^version/).fill('2.0')
       await g.getByRole('button', { name: 'Invoke' }).click()
       await expect.poll(() => g.locator('pre.rendered').nth(1).innerText()).toBe('Notes for Widget 2.0')
       expect(await g.getByRole('link', { name: 'Sign in' }).first().isVisible()).toBe(true)

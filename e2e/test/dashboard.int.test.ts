@@ -240,7 +240,7 @@ describe('the dashboard: an author’s journey in a real browser', () => {
     await expect.poll(() => page.locator('mark.unresolved').allInnerTexts()).toEqual(['{{ place }}'])
     expect(await page.locator('pre.rendered').first().innerText()).toContain('Hello there!')
     await check('preview')
-    await page.getByLabel('place').fill('Acme')
+    await page.getByLabel(/^place/).fill('Acme')
     await page.getByRole('button', { name: 'Render draft' }).click()
     await expect
       .poll(() => page.locator('pre.rendered').first().innerText())
@@ -317,6 +317,8 @@ describe('the dashboard: an author’s journey in a real browser', () => {
 
     // ---- preview: invoke a chosen version as a backend would
     await page.getByRole('link', { name: 'Preview' }).click()
+    await page.waitForURL(/\/preview$/)
+    await page.getByRole('button', { name: 'Invoke' }).waitFor()
     await page.getByLabel('Render from').selectOption({ label: 'Version 1' })
     await page.getByRole('button', { name: 'Invoke' }).click()
     const published = page.getByRole('region', { name: 'Published' })
@@ -361,8 +363,12 @@ describe('the dashboard: an author’s journey in a real browser', () => {
     await expect.poll(() => page.locator('.cm-variable').count()).toBe(2)
     await check('chat-editor')
     await page.getByRole('link', { name: 'Preview' }).click()
-    await page.getByLabel('customer').fill('Ada')
-    await page.getByLabel('question').fill('Where is my order?')
+    // The editor's variables table labels its inputs "customer required" and so on, and stays
+    // on screen while the preview's code loads: wait for the preview's form before filling it.
+    await page.waitForURL(/\/preview$/)
+    await page.getByRole('button', { name: 'Render draft' }).waitFor()
+    await page.getByLabel(/^customer/).fill('Ada')
+    await page.getByLabel(/^question/).fill('Where is my order?')
     await page.getByRole('button', { name: 'Render draft' }).click()
     await expect
       .poll(() => page.locator('.rendered-messages pre').allInnerTexts())
