@@ -5,7 +5,7 @@
  *
  * Run as a child process of the bench:
  *   BARE_ROLE=upstream PORT=... BARE_BODY='{"data":...}'
- *   BARE_ROLE=proxy    PORT=... UPSTREAM_URL=http://127.0.0.1:...
+ *   BARE_ROLE=proxy    PORT=... UPSTREAM_URL=http://127.0.0.1:...[,http://127.0.0.1:...]
  *   BARE_ROLE=both     PORT=... BARE_BODY=...   (one process, as the embedded default is)
  */
 import type { AddressInfo } from 'node:net'
@@ -26,15 +26,28 @@ async function upstream(listenPort: number): Promise<string> {
   return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
 }
 
-async function front(listenPort: number, upstreamUrl: string): Promise<void> {
+async function front(listenPort: number, upstreamUrls: string[]): Promise<void> {
   const app = Fastify()
-  await app.register(proxy, { upstream: upstreamUrl })
+  if (upstreamUrls.length <= 1) await app.register(proxy, { upstream: upstreamUrls[0] ?? '' })
+  else {
+    // Several handlers (the scaling bench's R): taken in turn, as the gateway takes render's replicas.
+    let turn = 0
+    await app.register(proxy, {
+      upstream: '',
+      replyOptions: {
+        getUpstream: () => {
+          turn = (turn + 1) % upstreamUrls.length
+          return upstreamUrls[turn] ?? ''
+        },
+      },
+    })
+  }
   await app.listen({ host: '127.0.0.1', port: listenPort })
 }
 
 if (role === 'upstream') await upstream(port)
-else if (role === 'proxy') await front(port, process.env.UPSTREAM_URL ?? '')
-else await front(port, await upstream(0))
+else if (role === 'proxy') await front(port, (process.env.UPSTREAM_URL ?? '').split(','))
+else await front(port, [await upstream(0)])
 process.stdout.write(`bare ${role} listening on ${port}\n`)
 // Exit through process.exit so that --cpu-prof writes its profile.
 process.once('SIGTERM', () => process.exit(0))

@@ -4,12 +4,16 @@
  * handler returning a fixed JSON body), both measured in the same run with autocannon.
  *
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
- *        [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
+ *        [--gateways 1 --renders 1] [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
  *        [--log-level info] [--cpu-prof] [--keep-logs]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
  * rate limiter then goes to Redis on every request), and the bare chain as two processes.
+ * distributed with --gateways G --renders R (1 to 32 each): G gateways and R render replicas
+ * (identity, prompts and webhooks stay one each) against G bare proxies in front of R bare
+ * handlers, each gateway and each bare proxy loaded by its own load generator process (load.ts),
+ * the G generators' figures summed.
  * The last line printed is
  *   invoke/bare ratio: <r> (full <N> req/s p50 <a> ms p99 <b> ms, bare <M> req/s)
  */
@@ -19,14 +23,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort } from '@pm/testkit'
-import autocannon, { type Result } from 'autocannon'
+import autocannon, { type Options, type Result } from 'autocannon'
 import {
   type Child,
   cpuSeconds,
   findServers,
+  type LoadGenerator,
   machineSeconds,
   peakRssMiB,
   startChild,
+  startLoadGenerator,
   waitReady,
 } from './processes.ts'
 
@@ -42,10 +48,40 @@ const { values: args } = parseArgs({
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
     'log-level': { type: 'string' },
+    /** Distributed mode: gateway processes, each with its own load generator (default 1). */
+    gateways: { type: 'string' },
+    /** Distributed mode: render replicas, each gateway taking them in turn (default 1). */
+    renders: { type: 'string' },
   },
 })
 const mode = args.mode
 if (mode !== 'embedded' && mode !== 'distributed') throw new Error('--mode is embedded or distributed')
+
+function usage(message: string): never {
+  process.stderr.write(`bench invoke: ${message}\n`)
+  process.exit(2)
+}
+
+/** --gateways or --renders: 1 unless given; an integer from 1 to 32, in the distributed mode only. */
+function replicas(option: 'gateways' | 'renders'): number {
+  const raw = args[option]
+  if (raw === undefined) return 1
+  if (mode !== 'distributed') usage(`--${option} needs --mode distributed (the embedded mode is one process)`)
+  const n = Number(raw)
+  if (!/^\d+$/.test(raw) || n < 1 || n > 32)
+    usage(`--${option} must be an integer from 1 to 32, not '${raw}'`)
+  return n
+}
+const gateways = replicas('gateways')
+const renders = replicas('renders')
+/**
+ * The scaling bench: more than one gateway or render. Each gateway then gets its own load generator
+ * process; with G = R = 1 autocannon runs in this process, as it always has.
+ */
+const scaled = gateways > 1 || renders > 1
+/** A replica's process name: numbered only when there are several. */
+const replicaNames = (role: string, count: number) =>
+  Array.from({ length: count }, (_, i) => (count > 1 ? `${role}${i}` : role))
 const duration = Number(args.duration)
 const warmup = Number(args.warmup)
 const connections = Number(args.connections)
@@ -70,6 +106,8 @@ mkdirSync(logDir)
 const profDir = join(process.cwd(), 'bench', 'profiles')
 const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []
 const children: Child[] = []
+/** The scaling bench's load generators, one per gateway (and per bare proxy: the same ones in turn). */
+const generators: LoadGenerator[] = []
 
 interface Json {
   data?: Record<string, unknown>
@@ -91,7 +129,10 @@ async function api(base: string, method: string, path: string, token?: string, b
 }
 
 interface Chain {
+  /** The first front process's URL (the gateway's, or the bare proxy's). */
   url: string
+  /** Every front process (G of them in the scaling bench), by name, to load each with its own generator. */
+  fronts: Array<{ name: string; url: string }>
   procs: Child[]
 }
 
@@ -130,7 +171,8 @@ async function startFull(): Promise<Chain> {
     )
     children.push(proc)
     await waitReady(`http://127.0.0.1:${port}/health/ready`, proc)
-    return { url: `http://127.0.0.1:${port}`, procs: [proc] }
+    const url = `http://127.0.0.1:${port}`
+    return { url, fronts: [{ name: 'embedded', url }], procs: [proc] }
   }
   const natsUrl = process.env.NATS_URL
   const redisUrl = process.env.REDIS_URL
@@ -139,8 +181,13 @@ async function startFull(): Promise<Chain> {
       '--mode distributed needs NATS_URL and REDIS_URL (e.g. nats://127.0.0.1:4222, redis://127.0.0.1:6379)',
     )
   }
-  const ports: Record<string, number> = { gateway: port }
-  for (const name of ['identity', 'prompts', 'render', 'webhooks']) ports[name] = await freePort()
+  const gatewayNames = replicaNames('gateway', gateways)
+  const renderNames = replicaNames('render', renders)
+  const ports: Record<string, number> = {}
+  for (const name of ['identity', 'prompts', ...renderNames, 'webhooks', ...gatewayNames]) {
+    ports[name] = gatewayNames[0] === name ? port : await freePort()
+  }
+  const local = (name: string) => `http://127.0.0.1:${ports[name]}`
   const env = {
     ...common,
     NODE_ENV: 'production',
@@ -149,34 +196,48 @@ async function startFull(): Promise<Chain> {
     HOST: '127.0.0.1',
     NATS_URL: natsUrl,
     REDIS_URL: redisUrl,
-    IDENTITY_URL: `http://127.0.0.1:${ports.identity}`,
-    PROMPTS_URL: `http://127.0.0.1:${ports.prompts}`,
-    RENDER_URLS: `http://127.0.0.1:${ports.render}`,
-    WEBHOOKS_URL: `http://127.0.0.1:${ports.webhooks}`,
+    IDENTITY_URL: local('identity'),
+    PROMPTS_URL: local('prompts'),
+    // Every gateway knows every render replica and takes them in turn (apps/gateway/src/proxy.ts).
+    RENDER_URLS: renderNames.map(local).join(','),
+    WEBHOOKS_URL: local('webhooks'),
   }
   const procs: Child[] = []
-  for (const name of ['identity', 'prompts', 'render', 'webhooks', 'gateway']) {
-    const proc = startChild(
-      name,
-      `apps/${name}/src/server.ts`,
-      { ...env, PORT: String(ports[name]) },
-      logDir,
-      nodeFlags,
-    )
-    children.push(proc)
-    procs.push(proc)
-    await waitReady(`http://127.0.0.1:${ports[name]}/health/ready`, proc)
+  // In this order, the replicas of one service started together.
+  for (const [app, names] of [
+    ['identity', ['identity']],
+    ['prompts', ['prompts']],
+    ['render', renderNames],
+    ['webhooks', ['webhooks']],
+    ['gateway', gatewayNames],
+  ] as const) {
+    const started = names.map((name) => {
+      const proc = startChild(
+        name,
+        `apps/${app}/src/server.ts`,
+        { ...env, PORT: String(ports[name]) },
+        logDir,
+        nodeFlags,
+      )
+      children.push(proc)
+      procs.push(proc)
+      return proc
+    })
+    await Promise.all(started.map((proc) => waitReady(`${local(proc.name)}/health/ready`, proc)))
   }
-  return { url: `http://127.0.0.1:${port}`, procs }
+  const fronts = gatewayNames.map((name) => ({ name, url: local(name) }))
+  return { url: `http://127.0.0.1:${port}`, fronts, procs }
 }
 
-/** Starts the bare chain, answering with `body`. */
+/**
+ * Starts the bare chain, answering with `body`. In the scaling bench: G bare proxies in front of R
+ * bare handlers, each proxy taking the handlers in turn, the same shape as the full chain's hot path.
+ */
 async function startBare(body: string): Promise<Chain> {
   const port = await freePort()
   const procs: Child[] = []
-  let front: Child
   if (mode === 'embedded') {
-    front = startChild(
+    const front = startChild(
       'bare',
       'bench/src/bare.ts',
       { BARE_ROLE: 'both', PORT: String(port), BARE_BODY: body },
@@ -185,30 +246,34 @@ async function startBare(body: string): Promise<Chain> {
     )
     procs.push(front)
     children.push(front)
-  } else {
-    const upstreamPort = await freePort()
-    const upstream = startChild(
-      'bare-upstream',
-      'bench/src/bare.ts',
-      { BARE_ROLE: 'upstream', PORT: String(upstreamPort), BARE_BODY: body },
-      logDir,
-      nodeFlags,
-    )
-    procs.push(upstream)
-    children.push(upstream)
-    await waitReady(`http://127.0.0.1:${upstreamPort}/health`, upstream)
-    front = startChild(
-      'bare-proxy',
-      'bench/src/bare.ts',
-      { BARE_ROLE: 'proxy', PORT: String(port), UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}` },
-      logDir,
-      nodeFlags,
-    )
-    procs.push(front)
-    children.push(front)
+    await waitReady(`http://127.0.0.1:${port}/health`, front)
+    const url = `http://127.0.0.1:${port}`
+    return { url, fronts: [{ name: 'bare', url }], procs }
   }
-  await waitReady(`http://127.0.0.1:${port}/health`, front)
-  return { url: `http://127.0.0.1:${port}`, procs }
+  const start = async (names: string[], env: Record<string, string>, first?: number) => {
+    const started: Array<{ name: string; url: string }> = []
+    const ready: Promise<void>[] = []
+    for (const name of names) {
+      const own = started.length === 0 && first !== undefined ? first : await freePort()
+      const proc = startChild(name, 'bench/src/bare.ts', { ...env, PORT: String(own) }, logDir, nodeFlags)
+      procs.push(proc)
+      children.push(proc)
+      started.push({ name, url: `http://127.0.0.1:${own}` })
+      ready.push(waitReady(`http://127.0.0.1:${own}/health`, proc))
+    }
+    await Promise.all(ready)
+    return started
+  }
+  const upstreams = await start(replicaNames('bare-upstream', renders), {
+    BARE_ROLE: 'upstream',
+    BARE_BODY: body,
+  })
+  const fronts = await start(
+    replicaNames('bare-proxy', gateways),
+    { BARE_ROLE: 'proxy', UPSTREAM_URL: upstreams.map((u) => u.url).join(',') },
+    port,
+  )
+  return { url: `http://127.0.0.1:${port}`, fronts, procs }
 }
 
 /** A process whose CPU time a run accounts for. */
@@ -217,29 +282,79 @@ interface Tracked {
   pid: number | undefined
 }
 
-/** One autocannon run, with the CPU each process spent on it. */
+/** What the bench reads of one load run: one autocannon's, or several taken together. */
+interface Figures {
+  requests: number
+  reqPerSec: number
+  seconds: number
+  p50: number
+  p99: number
+  max: number
+}
+
+const figures = (r: Result): Figures => ({
+  requests: r.requests.total,
+  reqPerSec: r.requests.average,
+  seconds: r.duration,
+  p50: r.latency.p50,
+  p99: r.latency.p99,
+  max: r.latency.max,
+})
+
+/** The lower median, as the bench has always taken it. */
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor((sorted.length - 1) / 2)] ?? Number.NaN
+}
+
+/**
+ * Runs taken together: side by side (the G generators of one round: rates add up) or one after the
+ * other (rounds: requests over seconds). p50 is the median of the medians, p99 and max the worst
+ * (autocannon keeps no histogram to merge).
+ */
+function together(runs: Figures[], sideBySide: boolean): Figures {
+  const requests = runs.reduce((a, r) => a + r.requests, 0)
+  const seconds = sideBySide
+    ? Math.max(...runs.map((r) => r.seconds))
+    : runs.reduce((a, r) => a + r.seconds, 0)
+  return {
+    requests,
+    reqPerSec: sideBySide ? runs.reduce((a, r) => a + r.reqPerSec, 0) : requests / seconds,
+    seconds,
+    p50: median(runs.map((r) => r.p50)),
+    p99: Math.max(...runs.map((r) => r.p99)),
+    max: Math.max(...runs.map((r) => r.max)),
+  }
+}
+
+/** One load run (one round), with the CPU each process spent on it. */
 interface Run {
-  result: Result
-  /** CPU seconds, by process (the chain's, the servers it uses, and the load generator's). */
+  result: Figures
+  /** Each front process's own figures, in the order of the chain's fronts. */
+  byFront: Figures[]
+  /** CPU seconds, by process (the chain's, the servers it uses, and the load generators'). */
   cpu: Record<string, number>
   /** CPU seconds the rest of the machine used meanwhile, and the machine's total (all cores). */
   otherBusy: number
   machineTotal: number
 }
 
+/**
+ * Loads every front of a chain for `seconds`: with autocannon in this process (G = R = 1), or with
+ * one generator process per front, all started together. Every response is checked in every
+ * generator (`expectBody`, status, timeouts): one failure anywhere fails the bench.
+ */
 async function load(
-  url: string,
+  chain: Chain,
+  path: string,
   headers: Record<string, string>,
   body: string,
   expectBody: string,
   seconds: number,
   procs: Tracked[],
 ): Promise<Run> {
-  const before = procs.map((c) => cpuSeconds(c.pid))
-  const selfBefore = process.cpuUsage()
-  const machineBefore = machineSeconds()
-  const result: Result = await autocannon({
-    url,
+  const jobs: Options[] = chain.fronts.map((front) => ({
+    url: `${front.url}${path}`,
     method: 'POST',
     headers,
     body,
@@ -247,14 +362,28 @@ async function load(
     duration: seconds,
     expectBody,
     timeout: 10,
-  })
+  }))
+  const before = procs.map((c) => cpuSeconds(c.pid))
+  const selfBefore = process.cpuUsage()
+  const machineBefore = machineSeconds()
+  const results: Result[] = scaled
+    ? await Promise.all(
+        jobs.map((job, i) => {
+          const generator = generators[i]
+          if (!generator) throw new Error(`no load generator for ${job.url}`)
+          return generator.run(job)
+        }),
+      )
+    : await Promise.all(jobs.map((job) => autocannon(job)))
   const machine = machineSeconds()
-  const failed = result.errors + result.timeouts + result.non2xx + result.mismatches
-  if (failed > 0) {
-    throw new Error(
-      `${url}: ${result.errors} errors, ${result.timeouts} timeouts, ${result.non2xx} non-2xx, ${result.mismatches} wrong bodies`,
-    )
-  }
+  results.forEach((result, i) => {
+    const failed = result.errors + result.timeouts + result.non2xx + result.mismatches
+    if (failed > 0) {
+      throw new Error(
+        `${jobs[i]?.url}: ${result.errors} errors, ${result.timeouts} timeouts, ${result.non2xx} non-2xx, ${result.mismatches} wrong bodies`,
+      )
+    }
+  })
   const cpu: Record<string, number> = {}
   let ours = 0
   procs.forEach((c, i) => {
@@ -262,11 +391,15 @@ async function load(
     ours += used
     cpu[c.name] = used
   })
+  // This process: the load generator itself by default; in the scaling bench, only the coordination.
   const self = process.cpuUsage(selfBefore)
-  cpu.autocannon = (self.user + self.system) / 1e6
-  ours += cpu.autocannon
+  const selfName = scaled ? 'bench' : 'autocannon'
+  cpu[selfName] = (self.user + self.system) / 1e6
+  ours += cpu[selfName]
+  const byFront = results.map(figures)
   return {
-    result,
+    result: byFront.length === 1 && byFront[0] ? byFront[0] : together(byFront, true),
+    byFront,
     cpu,
     otherBusy: Math.max(0, machine.busy - machineBefore.busy - ours),
     machineTotal: machine.total - machineBefore.total,
@@ -274,41 +407,49 @@ async function load(
 }
 
 /** Several runs of one chain taken together. */
-interface Summary {
-  requests: number
-  reqPerSec: number
-  /** Median of the runs' medians, and the worst run's p99 and max (autocannon keeps no histogram to merge). */
-  p50: number
-  p99: number
-  max: number
+interface Summary extends Figures {
   cpuPerRequest: Record<string, number>
   otherLoad: number
+  /** Each front process's figures over the runs (the scaling bench's per-gateway view). */
+  byFront: Figures[]
 }
 
 function summarize(runs: Run[]): Summary {
-  const requests = runs.reduce((a, r) => a + r.result.requests.total, 0)
-  const seconds = runs.reduce((a, r) => a + r.result.duration, 0)
-  const p50s = runs.map((r) => r.result.latency.p50).sort((a, b) => a - b)
+  const all = together(
+    runs.map((r) => r.result),
+    false,
+  )
   const cpuPerRequest: Record<string, number> = {}
   for (const r of runs) {
     for (const [name, used] of Object.entries(r.cpu)) {
-      cpuPerRequest[name] = (cpuPerRequest[name] ?? 0) + (used * 1e6) / requests
+      cpuPerRequest[name] = (cpuPerRequest[name] ?? 0) + (used * 1e6) / all.requests
     }
   }
+  const fronts = runs[0]?.byFront.length ?? 0
   return {
-    requests,
-    reqPerSec: requests / seconds,
-    p50: p50s[Math.floor((p50s.length - 1) / 2)] ?? Number.NaN,
-    p99: Math.max(...runs.map((r) => r.result.latency.p99)),
-    max: Math.max(...runs.map((r) => r.result.latency.max)),
+    ...all,
     cpuPerRequest,
     otherLoad: runs.reduce((a, r) => a + r.otherBusy, 0) / runs.reduce((a, r) => a + r.machineTotal, 0),
+    byFront: Array.from({ length: fronts }, (_, i) =>
+      together(
+        runs.flatMap((r) => r.byFront[i] ?? []),
+        false,
+      ),
+    ),
   }
 }
 
 const fmt = (n: number, digits = 1) => n.toFixed(digits)
-const describe = (name: string, s: Summary, runs: Run[]) =>
-  `${name}: ${fmt(s.reqPerSec, 0)} req/s (runs: ${runs.map((r) => fmt(r.result.requests.average, 0)).join(', ')}), latency p50 ${fmt(s.p50)} ms, p99 ${fmt(s.p99)} ms, max ${fmt(s.max)} ms; ${s.requests} requests, ${connections} connections\n` +
+const describe = (name: string, s: Summary, runs: Run[], chain: Chain) =>
+  `${name}: ${fmt(s.reqPerSec, 0)} req/s (runs: ${runs.map((r) => fmt(r.result.reqPerSec, 0)).join(', ')}), latency p50 ${fmt(s.p50)} ms, p99 ${fmt(s.p99)} ms, max ${fmt(s.max)} ms; ${s.requests} requests, ${scaled ? `${connections * chain.fronts.length} connections (${connections} per load generator)` : `${connections} connections`}\n` +
+  (scaled
+    ? `  per front process (its own load generator): ${s.byFront
+        .map(
+          (f, i) =>
+            `${chain.fronts[i]?.name} ${fmt(f.reqPerSec, 0)} req/s p50 ${fmt(f.p50)} ms p99 ${fmt(f.p99)} ms`,
+        )
+        .join(', ')}\n`
+    : '') +
   `  CPU per request: ${Object.entries(s.cpuPerRequest)
     .map(([n, us]) => `${n} ${fmt(us, 0)} µs`)
     .join(', ')}; other processes used ${fmt(s.otherLoad * 100, 0)}% of the machine meanwhile`
@@ -337,7 +478,11 @@ async function freshness(gateway: string, token: string, apiKey: string, promptI
 }
 
 async function main(): Promise<void> {
-  log(`bench invoke: mode ${mode}, ${connections} connections, ${warmup} s warm-up, ${duration} s per run`)
+  log(
+    scaled
+      ? `bench invoke: mode ${mode}, ${gateways} gateway(s) × ${renders} render(s), one load generator process per gateway with ${connections} connections each, ${warmup} s warm-up, ${duration} s per run`
+      : `bench invoke: mode ${mode}, ${connections} connections, ${warmup} s warm-up, ${duration} s per run`,
+  )
   const full = await startFull()
   const gateway = full.url
   const login = await api(gateway, 'POST', '/api/v1/auth/login', undefined, ADMIN)
@@ -366,18 +511,34 @@ async function main(): Promise<void> {
     throw new Error(`invoke answered ${first.status}: ${expected}`)
   }
   log(`full chain answers ${expected.length} bytes: ${expected.slice(0, 100)}...`)
+  // Every other gateway (and, taken in turn, every render replica) answers the very same bytes.
+  for (const front of full.fronts.slice(1)) {
+    const res = await fetch(`${front.url}${path}`, { method: 'POST', headers, body })
+    const text = await res.text()
+    if (res.status !== 200 || text !== expected)
+      throw new Error(`${front.name} answered ${res.status}: ${text}`)
+  }
 
   // The bare handler answers the very bytes the full chain does.
   // In the distributed mode the chain also uses Redis (a rate-limit call per request): its CPU counts.
   const servers = mode === 'distributed' ? findServers(['redis-server']) : []
   const bareChain = await startBare(expected)
-  const bare = bareChain.url
+  if (scaled) {
+    for (const front of full.fronts) {
+      const generator = startLoadGenerator(front.name.replace('gateway', 'autocannon'), logDir)
+      generators.push(generator)
+      children.push(generator)
+    }
+    await Promise.all(generators.map((g) => g.ready))
+  }
 
   log('warming up')
-  const fullProcs: Tracked[] = [...full.procs.map((c) => ({ name: c.name, pid: c.child.pid })), ...servers]
-  const bareProcs: Tracked[] = bareChain.procs.map((c) => ({ name: c.name, pid: c.child.pid }))
-  const runBare = (seconds: number) => load(`${bare}${path}`, headers, body, expected, seconds, bareProcs)
-  const runFull = (seconds: number) => load(`${gateway}${path}`, headers, body, expected, seconds, fullProcs)
+  const tracked = (procs: Child[]): Tracked[] => procs.map((c) => ({ name: c.name, pid: c.child.pid }))
+  // The generators load one chain at a time: their CPU counts for the chain they loaded.
+  const fullProcs: Tracked[] = [...tracked(full.procs), ...servers, ...tracked(generators)]
+  const bareProcs: Tracked[] = [...tracked(bareChain.procs), ...tracked(generators)]
+  const runBare = (seconds: number) => load(bareChain, path, headers, body, expected, seconds, bareProcs)
+  const runFull = (seconds: number) => load(full, path, headers, body, expected, seconds, fullProcs)
   await runBare(warmup)
   await runFull(warmup)
 
@@ -397,8 +558,8 @@ async function main(): Promise<void> {
   }
   const b = summarize(bareRuns)
   const f = summarize(fullRuns)
-  log(describe('bare', b, bareRuns))
-  log(describe('full', f, fullRuns))
+  log(describe('bare', b, bareRuns, bareChain))
+  log(describe('full', f, fullRuns, full))
   if (Math.max(b.otherLoad, f.otherLoad) > 0.15) {
     log('  note: the machine was busy with other work during the runs; the figures above carry that noise')
   }
@@ -415,17 +576,15 @@ async function main(): Promise<void> {
   }
   log('peak RSS (VmHWM):')
   for (const child of children) log(`  ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
-  log(`  bench (autocannon): ${fmt(peakRssMiB(process.pid) ?? Number.NaN)} MiB`)
+  log(`  bench${scaled ? '' : ' (autocannon)'}: ${fmt(peakRssMiB(process.pid) ?? Number.NaN)} MiB`)
 
   // On a shared machine the throughput ratio moves with other load; the ratio of each adjacent
   // pair of rounds and the CPU the chains spent per request show how much of it is noise.
   const chainCpu = (s: Summary) =>
     Object.entries(s.cpuPerRequest)
-      .filter(([name]) => name !== 'autocannon')
+      .filter(([name]) => !/^(autocannon\d*|bench)$/.test(name))
       .reduce((a, [, us]) => a + us, 0)
-  const pairs = fullRuns.map(
-    (r, i) => r.result.requests.average / (bareRuns[i]?.result.requests.average ?? Number.NaN),
-  )
+  const pairs = fullRuns.map((r, i) => r.result.reqPerSec / (bareRuns[i]?.result.reqPerSec ?? Number.NaN))
   const fullCpu = chainCpu(f)
   const bareCpu = chainCpu(b)
   log(

@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { REPO_ROOT } from '@pm/testkit'
+import type { Options, Result } from 'autocannon'
 
 export interface Child {
   name: string
@@ -76,12 +78,27 @@ export function startChild(
   logDir: string,
   nodeFlags: string[] = [],
 ): Child {
+  return spawnEntry(name, entry, env, logDir, nodeFlags, false)
+}
+
+function spawnEntry(
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  logDir: string,
+  nodeFlags: string[],
+  piped: boolean,
+): Child {
   const logFile = join(logDir, `${name}.log`)
   const fd = openSync(logFile, 'a')
   const child = spawn(
     process.execPath,
     ['--conditions=source', '--disable-warning=ExperimentalWarning', ...nodeFlags, join(REPO_ROOT, entry)],
-    { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', fd, fd] },
+    {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: piped ? ['pipe', 'pipe', fd] : ['ignore', fd, fd],
+    },
   )
   closeSync(fd)
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
@@ -93,6 +110,68 @@ export function startChild(
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
       await exited
+    },
+  }
+}
+
+/** A load generator process (load.ts): runs one autocannon job at a time. */
+export interface LoadGenerator extends Child {
+  /** Resolves once autocannon is loaded in the child, so that the first job starts at once. */
+  ready: Promise<void>
+  run(options: Options): Promise<Result>
+}
+
+/** Starts load.ts in a process of its own; a job that outlasts its duration by 30 s fails. */
+export function startLoadGenerator(name: string, logDir: string): LoadGenerator {
+  // stdin and stdout are pipes to the bench; stderr goes to the log file.
+  const proc = spawnEntry(name, 'bench/src/load.ts', {}, logDir, [], true)
+  const { child } = proc
+  const { stdin, stdout } = child
+  if (!stdin || !stdout) throw new Error(`load generator ${name}: no pipes`)
+  // A write after the child died fails here; the failure itself is reported by its exit.
+  stdin.on('error', () => {})
+  let waiting: { resolve: (line: string) => void; reject: (err: Error) => void } | null = null
+  const failed = () =>
+    new Error(`load generator ${name} exited (${child.exitCode ?? child.signalCode}):\n${tail(proc.logFile)}`)
+  child.once('exit', () => waiting?.reject(failed()))
+  const lines = createInterface({ input: stdout })
+  const pending: string[] = []
+  lines.on('line', (line) => {
+    if (waiting) waiting.resolve(line)
+    else pending.push(line)
+  })
+  const next = (timeoutMs: number) =>
+    new Promise<string>((resolve, reject) => {
+      const queued = pending.shift()
+      if (queued !== undefined) return resolve(queued)
+      if (child.exitCode !== null || child.signalCode !== null) return reject(failed())
+      const timer = setTimeout(() => {
+        waiting = null
+        reject(new Error(`load generator ${name}: no answer within ${timeoutMs} ms`))
+      }, timeoutMs)
+      waiting = {
+        resolve: (line) => {
+          clearTimeout(timer)
+          waiting = null
+          resolve(line)
+        },
+        reject: (err) => {
+          clearTimeout(timer)
+          waiting = null
+          reject(err)
+        },
+      }
+    })
+  const ready = next(30_000).then(() => undefined)
+  // Failures surface through `ready` or `run`; this keeps an unawaited `ready` from crashing the bench.
+  ready.catch(() => {})
+  return {
+    ...proc,
+    ready,
+    run: async (options) => {
+      await ready
+      stdin.write(`${JSON.stringify(options)}\n`)
+      return JSON.parse(await next(((options.duration ?? 10) + 30) * 1000)) as Result
     },
   }
 }
