@@ -421,8 +421,33 @@ describe('identity and access through the gateway (spec sections 5 and 7)', () =
     const promptB = prompt.body.data._id
     const { key } = await mintKey([...SCOPES])
     const A = admin.accessToken
+    // A prompt of the key's own workspace: naming another workspace in the body must not reach it.
+    const own = await call<Data<{ _id: string }>>(gw, 'POST', '/api/v1/prompts', {
+      token: key,
+      body: { name: `Own ${newId()}`, template: 'Hi {{ who }}' },
+    })
+    expect(own.status).toBe(201)
+    const promptA = own.body.data._id
 
     const refused: Array<[string, string, string, { token: string; body?: unknown }]> = [
+      [
+        'key: create there (body)',
+        'POST',
+        '/api/v1/prompts',
+        { token: key, body: { organizationId: orgB, name: 'x', template: 'x' } },
+      ],
+      [
+        'key: invoke its own prompt naming another workspace (body)',
+        'POST',
+        `/api/v1/prompts/${promptA}/invoke`,
+        { token: key, body: { organizationId: orgB, variables: { who: 'x' } } },
+      ],
+      [
+        'key: preview its own draft naming another workspace (body)',
+        'POST',
+        `/api/v1/prompts/${promptA}/inject`,
+        { token: key, body: { organizationId: orgB } },
+      ],
       ['key: prompt of another workspace', 'GET', `/api/v1/prompts/${promptB}`, { token: key }],
       ['key: its versions', 'GET', `/api/v1/prompts/${promptB}/versions`, { token: key }],
       [

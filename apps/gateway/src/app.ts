@@ -207,14 +207,18 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     const match = request.policyMatch
     if (!match) return
     const { policy, params } = match
-    await peekBody(request, policy)
-    if (policy.auth === 'public') await limits.public(request, policy)
+    if (policy.auth === 'public') {
+      await peekBody(request, policy, null)
+      await limits.public(request, policy)
+    }
     const credential =
       policy.auth === 'public'
         ? null
         : await keyGuard.run(request.ip, auth.needsLookup(request.headers.authorization), () =>
             auth.authenticate(request.headers.authorization, request.id),
           )
+    // The credential first: its kind decides whether the body must be read (body.ts).
+    if (credential) await peekBody(request, policy, credential.kind)
     const caller = await resolveCaller(
       policy,
       params,

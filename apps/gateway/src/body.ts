@@ -43,14 +43,15 @@ export function readBody(stream: Readable, limit: number): Promise<Buffer> {
 
 /**
  * Whether the gateway must read the body before deciding: a login (the email's budget), a
- * fork target, or the workspace of an authenticated route (organizationId may be in it).
+ * fork target, or the workspace of a route a user token calls (organizationId may be in it).
+ * With an API key the workspace is the key's own: the body is streamed through unread, and the
+ * service refuses a body `organizationId` naming another workspace (kit's route(), 404), by the
+ * same parser the gateway would have used. That saves the invoke hot path a read, a parse and
+ * a re-stream of every body.
  */
-export function needsBody(policy: RoutePolicy): boolean {
-  return (
-    policy.limit === 'login' ||
-    policy.target !== undefined ||
-    (policy.org === 'context' && policy.auth !== 'public')
-  )
+export function needsBody(policy: RoutePolicy, credential: 'apiKey' | 'user' | null): boolean {
+  if (policy.limit === 'login' || policy.target !== undefined) return true
+  return policy.org === 'context' && policy.auth !== 'public' && credential !== 'apiKey'
 }
 
 /**
@@ -61,8 +62,17 @@ export function needsBody(policy: RoutePolicy): boolean {
  * (issue 14, finding 4): malformed JSON is a 400, another media type a 415. A multipart route
  * (CSV import) is streamed through unread: its workspace comes from the query.
  */
-export async function peekBody(request: FastifyRequest, policy: RoutePolicy): Promise<void> {
-  if (!(request.body instanceof Readable) || !needsBody(policy) || policy.bodyType === 'multipart') return
+export async function peekBody(
+  request: FastifyRequest,
+  policy: RoutePolicy,
+  credential: 'apiKey' | 'user' | null,
+): Promise<void> {
+  if (
+    !(request.body instanceof Readable) ||
+    !needsBody(policy, credential) ||
+    policy.bodyType === 'multipart'
+  )
+    return
   const raw = await readBody(request.body, policy.bodyLimit ?? DEFAULT_BODY_LIMIT)
   request.peekedLength = raw.length
   request.body = Readable.from([raw])

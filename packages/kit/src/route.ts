@@ -1,10 +1,11 @@
-import type { RouteSpec } from '@pm/contracts'
+import { AppError, type RouteSpec } from '@pm/contracts'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { TSchema } from '@sinclair/typebox'
 import type {
   ContextConfigDefault,
   FastifyBaseLogger,
   FastifySchema,
+  preHandlerHookHandler,
   preValidationHookHandler,
   RawReplyDefaultExpression,
   RawRequestDefaultExpression,
@@ -53,6 +54,32 @@ export function schemaOf(spec: RouteSpec): FastifySchema {
 }
 
 /**
+ * Whether a route's workspace may also be named by its body's `organizationId` (the routes
+ * whose workspace is the caller's context, and not a fork target's): then the handler acts only
+ * when that field, if present, names the caller's workspace.
+ */
+export function bodyNamesWorkspace(spec: RouteSpec): boolean {
+  if (spec.gateway || spec.workspace !== 'context' || spec.target !== undefined) return false
+  const properties = (spec.body as { properties?: Record<string, unknown> } | undefined)?.properties
+  return properties?.organizationId !== undefined
+}
+
+/**
+ * The gateway reads a body's `organizationId` only for a user token (apps/gateway/src/body.ts);
+ * an API key's workspace is its own and its body is streamed through unread. So the service,
+ * having parsed and validated the body, refuses one naming another workspace: 404 as the gateway
+ * answers for a workspace the caller cannot see.
+ */
+const sameWorkspace: preHandlerHookHandler = (request, _reply, done) => {
+  const asked = (request.body as { organizationId?: unknown } | null | undefined)?.organizationId
+  if (asked !== undefined && asked !== request.caller.organizationId) {
+    done(new AppError('NOT_FOUND', 'organization not found'))
+    return
+  }
+  done()
+}
+
+/**
  * Registers a service's handler for one declared public route (packages/contracts/src/routes):
  * method, path and the declared param, query, body and response schemas come from the
  * declaration, so a route is written once. The gateway has applied the credential, scope and
@@ -69,6 +96,7 @@ export function route<const R extends RouteSpec>(
     url: spec.path,
     schema: schemaOf(spec),
     ...(extras.preValidation ? { preValidation: extras.preValidation } : {}),
+    ...(bodyNamesWorkspace(spec) ? { preHandler: sameWorkspace } : {}),
     handler: handler as RouteHandlerMethod,
   })
 }
