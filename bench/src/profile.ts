@@ -3,7 +3,10 @@
  * the share of samples by where the code lives (a package, node's own code, the project's
  * apps and packages, GC, idle) and the functions with the most self time.
  *
- *   node bench/src/profile.ts bench/profiles/CPU.*.cpuprofile [--top 25]
+ *   node bench/src/profile.ts bench/profiles/CPU.*.cpuprofile [--top 25] [--inclusive REGEX]
+ *
+ * `--inclusive REGEX`: also the functions whose place matches REGEX (e.g. `apps/gateway|kit`)
+ * by inclusive time (their callees counted), to see what one of the project's steps costs.
  */
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
@@ -22,7 +25,7 @@ interface Profile {
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { top: { type: 'string', default: '25' } },
+  options: { top: { type: 'string', default: '25' }, inclusive: { type: 'string' } },
 })
 const top = Number(values.top)
 
@@ -68,6 +71,24 @@ for (const file of positionals) {
     functions.set(key, (functions.get(key) ?? 0) + us)
   }
   const busy = total - idle
+  const inclusive = new Map<string, number>()
+  if (values.inclusive) {
+    const wanted = new RegExp(values.inclusive)
+    const parent = new Map<number, number>()
+    for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+    for (const [id, us] of self) {
+      const seen = new Set<string>()
+      for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+        const { functionName, url, lineNumber } = (byId.get(at) as ProfileNode).callFrame
+        const place = placeOf(url, functionName)
+        if (!wanted.test(place)) continue
+        const key = `${functionName || '(anonymous)'} ${place}:${lineNumber + 1}`
+        if (seen.has(key)) continue
+        seen.add(key)
+        inclusive.set(key, (inclusive.get(key) ?? 0) + us)
+      }
+    }
+  }
   console.log(`${file}: ${(busy / 1000).toFixed(0)} ms busy of ${(total / 1000).toFixed(0)} ms sampled`)
   console.log('  by place (share of busy time):')
   for (const [place, us] of [...places].sort((a, b) => b[1] - a[1]).slice(0, top)) {
@@ -76,5 +97,11 @@ for (const file of positionals) {
   console.log('  by function, self time:')
   for (const [name, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, top)) {
     console.log(`    ${pct(us, busy)}  ${name}`)
+  }
+  if (inclusive.size > 0) {
+    console.log(`  by function, inclusive, where the place matches ${values.inclusive}:`)
+    for (const [name, us] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+      console.log(`    ${pct(us, busy)}  ${name}`)
+    }
   }
 }

@@ -868,7 +868,6 @@ describe('prompts and versions through the gateway', () => {
               '-Hello {{name}}',
               '+Hi {{name}} from {{place}}',
               ' line three',
-              '\\ No newline at end of file',
             ],
           },
         ],
@@ -891,13 +890,9 @@ describe('prompts and versions through the gateway', () => {
       const toDraft = data<VersionDiff>(
         await readOnly('GET', `/api/v1/prompts/${p._id}/versions/diff?from=${v2._id}&to=draft`),
       )
-      // The old last line had no newline: appending a line rewrites it, as in `git diff`.
-      expect(toDraft).toMatchObject({ from: v2._id, to: 'draft', template: { added: 2, removed: 1 } })
-      expect(toDraft.template.hunks[0]?.lines.slice(-3)).toEqual([
-        '+line three',
-        '+line four',
-        '\\ No newline at end of file',
-      ])
+      // The old last line had no newline, nor has the new one: the appended line is the only change.
+      expect(toDraft).toMatchObject({ from: v2._id, to: 'draft', template: { added: 1, removed: 0 } })
+      expect(toDraft.template.hunks[0]?.lines.slice(-2)).toEqual([' line three', '+line four'])
       const same = data<VersionDiff>(
         await readOnly('GET', `/api/v1/prompts/${p._id}/versions/diff?from=draft&to=draft`),
       )

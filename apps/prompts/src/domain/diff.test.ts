@@ -89,6 +89,19 @@ describe('diffVersions', () => {
     expect(emptied.template.removed).toBe(2)
   })
 
+  it('shows a line appended to a template without a final newline as one added line', () => {
+    const d = diffVersions({ template: 'a\nb', variables: [] }, { template: 'a\nb\nc', variables: [] }, labels)
+    expect(d.template).toEqual({
+      hunks: [{ oldStart: 1, oldLines: 2, newStart: 1, newLines: 3, lines: [' a', ' b', '+c'] }],
+      added: 1,
+      removed: 0,
+    })
+    const fromEmpty = diffVersions({ template: '', variables: [] }, { template: 'a', variables: [] }, labels)
+    expect(fromEmpty.template.hunks[0]?.lines).toEqual(['+a'])
+    const toEmpty = diffVersions({ template: 'a', variables: [] }, { template: '', variables: [] }, labels)
+    expect(toEmpty.template.hunks[0]?.lines).toEqual(['-a'])
+  })
+
   it('shows a change that is only a trailing newline', () => {
     const d = diffVersions({ template: 'a', variables: [] }, { template: 'a\n', variables: [] }, labels)
     expect(d.template.hunks[0]?.lines).toEqual(['-a', '\\ No newline at end of file', '+a'])

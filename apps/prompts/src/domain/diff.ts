@@ -47,9 +47,21 @@ export interface VersionDiff {
   config: { changed: boolean; before: PromptConfig | null; after: PromptConfig | null }
 }
 
+/**
+ * Templates seldom end with a newline. Diffed as they are, a line appended after the last one
+ * would show that last line removed and added again (it gains a newline). When neither side ends
+ * with one, each non-empty side gets one for the comparison: an appended line is one added
+ * line. When just one side ends with a newline, that difference is real and shown as such.
+ */
+function lineEnded(from: string, to: string): [string, string] {
+  if (from.endsWith('\n') || to.endsWith('\n')) return [from, to]
+  return [from === '' ? from : `${from}\n`, to === '' ? to : `${to}\n`]
+}
+
 function diffTemplate(from: string, to: string): VersionDiff['template'] {
   if (from === to) return { hunks: [], added: 0, removed: 0 }
-  const patch = structuredPatch('template', 'template', from, to, undefined, undefined, {
+  const [a, b] = lineEnded(from, to)
+  const patch = structuredPatch('template', 'template', a, b, undefined, undefined, {
     context: DIFF_CONTEXT_LINES,
   })
   let added = 0
