@@ -863,12 +863,7 @@ describe('prompts and versions through the gateway', () => {
             oldLines: 3,
             newStart: 1,
             newLines: 3,
-            lines: [
-              ' line one',
-              '-Hello {{name}}',
-              '+Hi {{name}} from {{place}}',
-              ' line three',
-            ],
+            lines: [' line one', '-Hello {{name}}', '+Hi {{name}} from {{place}}', ' line three'],
           },
         ],
         added: 1,

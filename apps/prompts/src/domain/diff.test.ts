@@ -90,7 +90,11 @@ describe('diffVersions', () => {
   })
 
   it('shows a line appended to a template without a final newline as one added line', () => {
-    const d = diffVersions({ template: 'a\nb', variables: [] }, { template: 'a\nb\nc', variables: [] }, labels)
+    const d = diffVersions(
+      { template: 'a\nb', variables: [] },
+      { template: 'a\nb\nc', variables: [] },
+      labels,
+    )
     expect(d.template).toEqual({
       hunks: [{ oldStart: 1, oldLines: 2, newStart: 1, newLines: 3, lines: [' a', ' b', '+c'] }],
       added: 1,
