@@ -236,14 +236,13 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
         open={deleting}
         title="Delete this webhook?"
         message={
-          <>
-            <p>
-              <span className="mono wrap">{w.url}</span> stops receiving events, and its delivery log is
-              deleted with it.
-            </p>
-            <ErrorBanner error={remove.error} title="Not deleted" />
-          </>
+          <p>
+            <span className="mono wrap">{w.url}</span> stops receiving events, and its delivery log is deleted
+            with it.
+          </p>
         }
+        error={remove.error}
+        errorTitle="Not deleted"
         confirmLabel="Delete webhook"
         busy={remove.isPending}
         onConfirm={() => remove.mutate()}
