@@ -116,19 +116,20 @@ export function When({ at }: { at: string }) {
 }
 
 /**
- * A labelled input: the label is its accessible name. `className` adds to `field`; `children`
- * follow the input (a hint it names with aria-describedby, say). Without `id`, one is made.
+ * A labelled input: the label is its accessible name; the other props are the input's.
+ * `fieldClass` adds to the wrapper's `field`; `children` follow the input (a hint it names with
+ * aria-describedby, say). Without `id`, one is made.
  */
 export function Field({
   label,
-  className,
+  fieldClass,
   children,
   ...input
-}: { label: ReactNode; className?: string; children?: ReactNode } & InputHTMLAttributes<HTMLInputElement>) {
+}: { label: ReactNode; fieldClass?: string; children?: ReactNode } & InputHTMLAttributes<HTMLInputElement>) {
   const madeId = useId()
   const id = input.id ?? madeId
   return (
-    <div className={className ? `field ${className}` : 'field'}>
+    <div className={fieldClass ? `field ${fieldClass}` : 'field'}>
       <label htmlFor={id}>{label}</label>
       <input {...input} id={id} />
       {children}

@@ -212,7 +212,7 @@ function AddMember({ onAdded }: { onAdded: (notice: string) => void }) {
       >
         <Field
           label="Email"
-          className="grow"
+          fieldClass="grow"
           type="email"
           required
           maxLength={254}

@@ -2,7 +2,7 @@ import type { Organization as Org } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useId, useState } from 'react'
 import { client, session, useSignedIn } from '../../session.ts'
-import { ErrorBanner, Loading, When } from '../../ui.tsx'
+import { ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, settingsKeys, useMyRole } from './common.tsx'
 
 /** The current organization's name; the caller's organizations (switch); a new one. */
@@ -52,23 +52,22 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
             rename.mutate()
           }}
         >
-          <div className="field">
-            <label htmlFor={nameId}>Organization name</label>
-            <input
-              id={nameId}
-              required
-              maxLength={200}
-              value={name}
-              disabled={!allowed}
-              onChange={(e) => {
-                setName(e.target.value)
-                setSaved(false)
-              }}
-            />
+          <Field
+            label="Organization name"
+            id={nameId}
+            required
+            maxLength={200}
+            value={name}
+            disabled={!allowed}
+            onChange={(e) => {
+              setName(e.target.value)
+              setSaved(false)
+            }}
+          >
             <span className="hint">
               Slug <span className="mono">{org.data.slug}</span> · created <When at={org.data.createdAt} />
             </span>
-          </div>
+          </Field>
           {!rolePending && !allowed && <NotAllowed what="rename it" role={role} />}
           <ErrorBanner error={rename.error} title="Not renamed" />
           {saved && (
@@ -161,16 +160,14 @@ function CreateOrganization() {
           create.mutate()
         }}
       >
-        <div className="field">
-          <label htmlFor={nameId}>New organization name</label>
-          <input
-            id={nameId}
-            required
-            maxLength={200}
-            value={name}
-            onChange={(e) => setName(e.target.value)}
-          />
-        </div>
+        <Field
+          label="New organization name"
+          id={nameId}
+          required
+          maxLength={200}
+          value={name}
+          onChange={(e) => setName(e.target.value)}
+        />
         <button type="submit" className="btn btn-primary" disabled={create.isPending || name.trim() === ''}>
           Create organization
         </button>
