@@ -5,6 +5,7 @@ import {
   openSqlite,
   queryAll,
   queryOne,
+  queryPage,
   type SqliteRow,
   text,
   textOrNull,
@@ -315,17 +316,7 @@ export class SqlitePromptStore implements PromptStore {
     params: SQLInputValue[],
     page: Page,
   ): { prompts: PromptRecord[]; total: number } {
-    const clause = where.join(' AND ')
-    const total = Number(
-      queryOne(this.db, `SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0,
-    )
-    const rows = queryAll(
-      this.db,
-      `SELECT * FROM prompts WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-      ...params,
-      page.limit,
-      (page.page - 1) * page.limit,
-    )
+    const { rows, total } = queryPage(this.db, 'prompts', where, params, page)
     return { prompts: rows.map(toPrompt), total }
   }
 
