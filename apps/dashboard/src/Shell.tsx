@@ -1,7 +1,6 @@
-import { useQuery } from '@tanstack/react-query'
 import { useState } from 'react'
 import { Navigate, NavLink, useLocation, useNavigate } from 'react-router'
-import { client, session, useSession } from './session.ts'
+import { session, useOrganizations, useSession } from './session.ts'
 import { ErrorBanner, Loading, TopFrame } from './ui.tsx'
 
 /** The signed-in frame: header with the organization switcher and sign-out, then the page. */
@@ -40,10 +39,7 @@ export function Shell() {
 function OrganizationSwitcher({ current }: { current: string | null }) {
   const navigate = useNavigate()
   const [error, setError] = useState<unknown>(null)
-  const orgs = useQuery({
-    queryKey: ['organizations'],
-    queryFn: () => client.api.listOrganizations(),
-  })
+  const orgs = useOrganizations()
   const list = orgs.data?.organizations ?? []
   if (orgs.error) return <ErrorBanner error={orgs.error} />
   if (list.length === 0) return null

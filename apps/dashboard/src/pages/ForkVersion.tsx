@@ -1,8 +1,8 @@
 import './part2.css'
 import type { Prompt, PromptVersion } from '@pm/contracts'
-import { useMutation, useQuery } from '@tanstack/react-query'
+import { useMutation } from '@tanstack/react-query'
 import { useId, useState } from 'react'
-import { client, useSignedIn } from '../session.ts'
+import { client, useOrganizations, useSignedIn } from '../session.ts'
 import { Dialog, ErrorBanner, Field, Loading } from '../ui.tsx'
 import { useOpenIn } from './settings/common.tsx'
 
@@ -35,7 +35,7 @@ function ForkForm({
 }) {
   const { organizationId } = useSignedIn()
   const orgId = useId()
-  const orgs = useQuery({ queryKey: ['organizations'], queryFn: () => client.api.listOrganizations() })
+  const orgs = useOrganizations()
   const list = orgs.data?.organizations ?? []
   const [name, setName] = useState(`${prompt.name} (fork)`)
   const [target, setTarget] = useState(organizationId ?? '')

@@ -2,7 +2,7 @@ import type { PublicPrompt } from '@pm/contracts'
 import { useMutation, useQuery } from '@tanstack/react-query'
 import { useId, useState } from 'react'
 import { Link, useParams } from 'react-router'
-import { client, useSession } from '../../session.ts'
+import { client, useOrganizations, useSession } from '../../session.ts'
 import { ConfigAndVariables, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { useOpenIn } from '../settings/common.tsx'
 
@@ -130,7 +130,7 @@ function TryIt({ prompt }: { prompt: PublicPrompt }) {
 
 function Fork({ prompt }: { prompt: PublicPrompt }) {
   const orgId = useId()
-  const orgs = useQuery({ queryKey: ['organizations'], queryFn: () => client.api.listOrganizations() })
+  const orgs = useOrganizations()
   const list = orgs.data?.organizations ?? []
   const [target, setTarget] = useState('')
   const [name, setName] = useState(prompt.name)

@@ -1,7 +1,7 @@
 import type { Organization as Org } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useId, useState } from 'react'
-import { client, session, useSignedIn } from '../../session.ts'
+import { client, organizationsKey, session, useOrganizations, useSignedIn } from '../../session.ts'
 import { ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, settingsKeys, useMyRole } from './common.tsx'
 
@@ -34,7 +34,7 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
     mutationFn: () => client.api.updateOrganization({ params: { id: organizationId }, body: { name } }),
     onSuccess: (updated) => {
       queryClient.setQueryData(settingsKeys.organization(organizationId), updated)
-      queryClient.invalidateQueries({ queryKey: ['organizations'] })
+      queryClient.invalidateQueries({ queryKey: organizationsKey })
       setSaved(true)
     },
   })
@@ -89,10 +89,7 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
 }
 
 function YourOrganizations({ current }: { current: string | null }) {
-  const orgs = useQuery({
-    queryKey: ['organizations'],
-    queryFn: () => client.api.listOrganizations(),
-  })
+  const orgs = useOrganizations()
   const [error, setError] = useState<unknown>(null)
   const [busy, setBusy] = useState<string | null>(null)
   const list = orgs.data?.organizations ?? []
@@ -145,7 +142,7 @@ function CreateOrganization() {
     mutationFn: () => client.api.createOrganization({ body: { name: name.trim() } }),
     onSuccess: () => {
       setName('')
-      queryClient.invalidateQueries({ queryKey: ['organizations'] })
+      queryClient.invalidateQueries({ queryKey: organizationsKey })
     },
   })
   const created = create.data
