@@ -1,8 +1,7 @@
-import { useQuery } from '@tanstack/react-query'
 import { useState } from 'react'
-import { Link, Navigate, NavLink, Outlet, useLocation, useNavigate } from 'react-router'
-import { client, session, useSession } from './session.ts'
-import { ErrorBanner, Loading } from './ui.tsx'
+import { Navigate, NavLink, useLocation, useNavigate } from 'react-router'
+import { session, useOrganizations, useSession } from './session.ts'
+import { ErrorBanner, Loading, TopFrame } from './ui.tsx'
 
 /** The signed-in frame: header with the organization switcher and sign-out, then the page. */
 export function Shell() {
@@ -20,44 +19,27 @@ export function Shell() {
     return <Navigate to={`/sign-in${next !== '/' ? `?next=${encodeURIComponent(next)}` : ''}`} replace />
   }
   return (
-    <>
-      <a className="skip-link" href="#main">
-        Skip to content
-      </a>
-      <header className="topbar">
-        <Link to="/prompts" className="brand">
-          <span aria-hidden="true" className="brand-mark">
-            {'{{ }}'}
-          </span>
-          <span className="brand-name">Prompt service</span>
-        </Link>
-        <nav aria-label="Main" className="topnav">
-          <NavLink to="/prompts">Prompts</NavLink>
-          <NavLink to="/catalog">Catalog</NavLink>
-          <NavLink to="/settings">Settings</NavLink>
-        </nav>
-        <div className="topbar-right">
-          <OrganizationSwitcher current={state.organizationId} />
-          <span className="user muted" title={state.user.email}>
-            {state.user.name}
-          </span>
-          <SignOutButton />
-        </div>
-      </header>
-      <main id="main" className="page">
-        <Outlet />
-      </main>
-    </>
+    <TopFrame home="/prompts" brand="Prompt service">
+      <nav aria-label="Main" className="topnav">
+        <NavLink to="/prompts">Prompts</NavLink>
+        <NavLink to="/catalog">Catalog</NavLink>
+        <NavLink to="/settings">Settings</NavLink>
+      </nav>
+      <div className="topbar-right">
+        <OrganizationSwitcher current={state.organizationId} />
+        <span className="user muted" title={state.user.email}>
+          {state.user.name}
+        </span>
+        <SignOutButton />
+      </div>
+    </TopFrame>
   )
 }
 
 function OrganizationSwitcher({ current }: { current: string | null }) {
   const navigate = useNavigate()
   const [error, setError] = useState<unknown>(null)
-  const orgs = useQuery({
-    queryKey: ['organizations'],
-    queryFn: () => client.api.listOrganizations(),
-  })
+  const orgs = useOrganizations()
   const list = orgs.data?.organizations ?? []
   if (orgs.error) return <ErrorBanner error={orgs.error} />
   if (list.length === 0) return null

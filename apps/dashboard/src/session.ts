@@ -1,5 +1,6 @@
 import { PromptClient, PromptServiceError } from '@pm/client'
 import { CSRF_HEADER, type LoginResponse, SESSION_HINT_COOKIE, type User } from '@pm/contracts'
+import { useQuery } from '@tanstack/react-query'
 import { useSyncExternalStore } from 'react'
 
 /**
@@ -145,4 +146,12 @@ export function useSignedIn(): Session {
   const state = useSession()
   if (state.status !== 'signed-in') throw new Error('not signed in')
   return state
+}
+
+/** The query key of the signed-in user's organizations: a rename or a new one refreshes it. */
+export const organizationsKey = ['organizations'] as const
+
+/** The organizations the signed-in user belongs to (the switcher, settings, fork targets). */
+export function useOrganizations() {
+  return useQuery({ queryKey: organizationsKey, queryFn: () => client.api.listOrganizations() })
 }

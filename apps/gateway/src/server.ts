@@ -1,17 +1,5 @@
-import { main, metricsFor, runServer, tracingFor } from '@pm/kit'
+import { runService } from '@pm/kit'
 import { buildApp } from './app.ts'
 import { loadGatewayConfig } from './config.ts'
 
-await main(async () => {
-  const config = loadGatewayConfig()
-  const metrics = metricsFor(config)
-  const tracing = await tracingFor(config, 'gateway')
-  const app = await buildApp({ config, metrics, tracing })
-  await runServer(app, {
-    host: config.HOST,
-    port: config.PORT,
-    metrics,
-    metricsPort: config.METRICS_PORT,
-    tracing,
-  })
-})
+await runService('gateway', loadGatewayConfig, buildApp)

@@ -1,17 +1,5 @@
-import { main, metricsFor, runServer, tracingFor } from '@pm/kit'
+import { runService } from '@pm/kit'
 import { buildApp } from './app.ts'
 import { loadRenderConfig } from './config.ts'
 
-await main(async () => {
-  const config = loadRenderConfig()
-  const metrics = metricsFor(config)
-  const tracing = await tracingFor(config, 'render')
-  const app = await buildApp({ config, metrics, tracing })
-  await runServer(app, {
-    host: config.HOST,
-    port: config.PORT,
-    metrics,
-    metricsPort: config.METRICS_PORT,
-    tracing,
-  })
-})
+await runService('render', loadRenderConfig, buildApp)

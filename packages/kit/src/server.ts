@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox'
 import { ConfigError, loadConfig } from './config.ts'
 import { Metrics, type MetricsServer, serveMetrics } from './metrics.ts'
 import { commonSettings } from './settings.ts'
-import type { Tracing } from './tracing.ts'
+import { type Tracing, type TracingSettings, tracingFor } from './tracing.ts'
 
 export interface ListenOptions {
   host: string
@@ -71,6 +71,42 @@ export async function main(start: () => Promise<void>): Promise<void> {
     }
     process.exit(1)
   }
+}
+
+/** The settings a service's process reads for itself: where to listen, metrics and traces. */
+export interface ProcessSettings extends TracingSettings {
+  HOST: string
+  PORT: number
+  METRICS_PORT?: number | undefined
+}
+
+/**
+ * A service's entry point (its `src/server.ts`): loads its config, builds its app with this
+ * process's metrics and tracing, and runs it (runServer); a bad setting stops the process with
+ * its message (main).
+ */
+export function runService<C extends ProcessSettings>(
+  name: string,
+  loadServiceConfig: () => C,
+  buildApp: (options: {
+    config: C
+    metrics: Metrics | undefined
+    tracing: Tracing | undefined
+  }) => Promise<FastifyInstance>,
+): Promise<void> {
+  return main(async () => {
+    const config = loadServiceConfig()
+    const metrics = metricsFor(config)
+    const tracing = await tracingFor(config, name)
+    const app = await buildApp({ config, metrics, tracing })
+    await runServer(app, {
+      host: config.HOST,
+      port: config.PORT,
+      metrics,
+      metricsPort: config.METRICS_PORT,
+      tracing,
+    })
+  })
 }
 
 /** METRICS_PORT, HOST and the OTEL settings alone, for a launcher that runs several services (the embedded default). */

@@ -98,3 +98,26 @@ export function queryOne(db: DatabaseSync, sql: string, ...params: SQLInputValue
 export function queryAll(db: DatabaseSync, sql: string, ...params: SQLInputValue[]): SqliteRow[] {
   return db.prepare(sql).all(...params) as SqliteRow[]
 }
+
+/**
+ * One page of the rows of `table` that match every condition of `where` (with `params`), newest
+ * first (created_at, then id, descending), and how many match in all.
+ */
+export function queryPage(
+  db: DatabaseSync,
+  table: string,
+  where: string[],
+  params: SQLInputValue[],
+  page: { page: number; limit: number },
+): { rows: SqliteRow[]; total: number } {
+  const clause = where.join(' AND ')
+  const total = Number(queryOne(db, `SELECT COUNT(*) AS n FROM ${table} WHERE ${clause}`, ...params)?.n ?? 0)
+  const rows = queryAll(
+    db,
+    `SELECT * FROM ${table} WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    ...params,
+    page.limit,
+    (page.page - 1) * page.limit,
+  )
+  return { rows, total }
+}

@@ -15,7 +15,7 @@ import { MessagesEditor } from '../chat.tsx'
 import { ConfigEditor, formatConfig, parseConfig } from '../config.tsx'
 import { keys, parseTags, usePrompt } from '../prompt.ts'
 import { client, useSignedIn } from '../session.ts'
-import { ConfirmDialog, Dialog, ErrorBanner } from '../ui.tsx'
+import { ConfirmDialog, Dialog, ErrorBanner, Field } from '../ui.tsx'
 
 interface Draft {
   name: string
@@ -205,32 +205,29 @@ export function Editor() {
       <ErrorBanner error={save.error} title="The draft was not saved" />
 
       <div className="grid-2">
-        <div className="field">
-          <label htmlFor={ids.name}>Name</label>
-          <input
-            id={ids.name}
-            required
-            maxLength={200}
-            value={draft.name}
-            onChange={(e) => setDraft({ ...draft, name: e.target.value })}
-          />
-        </div>
-        <div className="field">
-          <label htmlFor="slug">Slug</label>
-          <input
-            id="slug"
-            className="mono"
-            required
-            maxLength={100}
-            pattern="[a-z0-9]+(-[a-z0-9]+)*"
-            value={draft.slug}
-            aria-describedby="slug-hint"
-            onChange={(e) => setDraft({ ...draft, slug: e.target.value })}
-          />
+        <Field
+          label="Name"
+          id={ids.name}
+          required
+          maxLength={200}
+          value={draft.name}
+          onChange={(e) => setDraft({ ...draft, name: e.target.value })}
+        />
+        <Field
+          label="Slug"
+          id="slug"
+          className="mono"
+          required
+          maxLength={100}
+          pattern="[a-z0-9]+(-[a-z0-9]+)*"
+          value={draft.slug}
+          aria-describedby="slug-hint"
+          onChange={(e) => setDraft({ ...draft, slug: e.target.value })}
+        >
           <span id="slug-hint" className="hint">
             Lowercase letters, digits and dashes; backends can invoke by it. A rename keeps it.
           </span>
-        </div>
+        </Field>
       </div>
       <div className="field">
         <label htmlFor={ids.description}>Description</label>
@@ -242,19 +239,18 @@ export function Editor() {
           onChange={(e) => setDraft({ ...draft, description: e.target.value })}
         />
       </div>
-      <div className="field">
-        <label htmlFor={ids.tags}>Tags</label>
-        <input
-          id={ids.tags}
-          value={draft.tags}
-          placeholder="support, email"
-          aria-describedby={`${ids.tags}-hint`}
-          onChange={(e) => setDraft({ ...draft, tags: e.target.value })}
-        />
+      <Field
+        label="Tags"
+        id={ids.tags}
+        value={draft.tags}
+        placeholder="support, email"
+        aria-describedby={`${ids.tags}-hint`}
+        onChange={(e) => setDraft({ ...draft, tags: e.target.value })}
+      >
         <span id={`${ids.tags}-hint`} className="hint">
           Separated by commas.
         </span>
-      </div>
+      </Field>
 
       {chat ? (
         <MessagesEditor

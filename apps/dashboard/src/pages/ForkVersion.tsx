@@ -1,9 +1,9 @@
 import './part2.css'
 import type { Prompt, PromptVersion } from '@pm/contracts'
-import { useMutation, useQuery } from '@tanstack/react-query'
+import { useMutation } from '@tanstack/react-query'
 import { useId, useState } from 'react'
-import { client, useSignedIn } from '../session.ts'
-import { Dialog, ErrorBanner, Loading } from '../ui.tsx'
+import { client, useOrganizations, useSignedIn } from '../session.ts'
+import { Dialog, ErrorBanner, Field, Loading } from '../ui.tsx'
 import { useOpenIn } from './settings/common.tsx'
 
 /**
@@ -34,8 +34,8 @@ function ForkForm({
   onCancel: () => void
 }) {
   const { organizationId } = useSignedIn()
-  const ids = { name: useId(), org: useId() }
-  const orgs = useQuery({ queryKey: ['organizations'], queryFn: () => client.api.listOrganizations() })
+  const orgId = useId()
+  const orgs = useOrganizations()
   const list = orgs.data?.organizations ?? []
   const [name, setName] = useState(`${prompt.name} (fork)`)
   const [target, setTarget] = useState(organizationId ?? '')
@@ -86,22 +86,19 @@ function ForkForm({
       <p className="small muted">
         A new private prompt with this version's template and variables; the original is unchanged.
       </p>
-      <div className="field">
-        <label htmlFor={ids.name}>Name of the copy</label>
-        <input
-          id={ids.name}
-          required
-          maxLength={200}
-          value={name}
-          onChange={(e) => setName(e.target.value)}
-        />
-      </div>
+      <Field
+        label="Name of the copy"
+        required
+        maxLength={200}
+        value={name}
+        onChange={(e) => setName(e.target.value)}
+      />
       {orgs.isPending && <Loading label="Loading your organizations" />}
       <ErrorBanner error={orgs.error} />
       {list.length > 0 && (
         <div className="field">
-          <label htmlFor={ids.org}>Target workspace</label>
-          <select id={ids.org} value={target} onChange={(e) => setTarget(e.target.value)}>
+          <label htmlFor={orgId}>Target workspace</label>
+          <select id={orgId} value={target} onChange={(e) => setTarget(e.target.value)}>
             {list.map((o) => (
               <option key={o._id} value={o._id}>
                 {o.name}

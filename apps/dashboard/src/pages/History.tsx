@@ -6,7 +6,7 @@ import { isPlaceholder } from '../chat.tsx'
 import { sideBySide } from '../lib.ts'
 import { keys, usePrompt, useVersions } from '../prompt.ts'
 import { client, useSignedIn } from '../session.ts'
-import { ConfirmDialog, Empty, ErrorBanner, Loading, When } from '../ui.tsx'
+import { ConfigAndVariables, ConfirmDialog, Empty, ErrorBanner, Loading, When } from '../ui.tsx'
 import { ForkVersion } from './ForkVersion.tsx'
 
 type Diff = ResultOf<'diffVersions'>
@@ -96,9 +96,9 @@ export function History() {
               in the editor are replaced.
             </p>
             <p>The version history is unchanged, and nothing is published.</p>
-            <ErrorBanner error={restore.error} />
           </>
         }
+        error={restore.error}
         confirmLabel="Restore into the draft"
         busy={restore.isPending}
         onConfirm={() => restoring && restore.mutate(restoring)}
@@ -139,26 +139,7 @@ function Snapshot({ version }: { version: PromptVersion }) {
           <pre className="rendered">{version.template}</pre>
         </>
       )}
-      {version.config && (
-        <>
-          <h3 className="small">Config</h3>
-          <pre className="rendered">{JSON.stringify(version.config, null, 2)}</pre>
-        </>
-      )}
-      {version.variables.length > 0 && (
-        <>
-          <h3 className="small">Variables</h3>
-          <ul className="plain">
-            {version.variables.map((v) => (
-              <li key={v.name}>
-                <span className="mono">{v.name}</span> {v.required ? 'required' : 'optional'}
-                {v.defaultValue !== undefined && <> · default “{v.defaultValue}”</>}
-                {v.description && <> · {v.description}</>}
-              </li>
-            ))}
-          </ul>
-        </>
-      )}
+      <ConfigAndVariables config={version.config} variables={version.variables} />
     </div>
   )
 }

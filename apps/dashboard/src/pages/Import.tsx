@@ -4,7 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useId, useState } from 'react'
 import { Link } from 'react-router'
 import { client, useSignedIn } from '../session.ts'
-import { ErrorBanner, When } from '../ui.tsx'
+import { ErrorBanner, Field, When } from '../ui.tsx'
 
 /** The most the service takes (10 MiB); checked here too, to say so before uploading. */
 const MAX_BYTES = 10 * 1024 * 1024
@@ -74,19 +74,18 @@ export function Import() {
             if (file && !tooBig) upload.mutate(file)
           }}
         >
-          <div className="field grow">
-            <label htmlFor={fileId}>CSV file</label>
-            <input
-              id={fileId}
-              type="file"
-              accept=".csv,text/csv"
-              aria-describedby={hintId}
-              onChange={(e) => {
-                setFile(e.target.files?.[0] ?? null)
-                upload.reset()
-              }}
-            />
-          </div>
+          <Field
+            label="CSV file"
+            fieldClass="grow"
+            id={fileId}
+            type="file"
+            accept=".csv,text/csv"
+            aria-describedby={hintId}
+            onChange={(e) => {
+              setFile(e.target.files?.[0] ?? null)
+              upload.reset()
+            }}
+          />
           <button type="submit" className="btn btn-primary" disabled={!file || tooBig || upload.isPending}>
             {upload.isPending ? 'Uploading…' : 'Upload and import'}
           </button>

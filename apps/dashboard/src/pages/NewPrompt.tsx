@@ -7,7 +7,7 @@ import { MessagesEditor } from '../chat.tsx'
 import { ConfigEditor, parseConfig } from '../config.tsx'
 import { parseTags } from '../prompt.ts'
 import { client } from '../session.ts'
-import { ErrorBanner } from '../ui.tsx'
+import { ErrorBanner, Field } from '../ui.tsx'
 
 /** A new draft prompt: name, description, tags and a first template. */
 export function NewPrompt() {
@@ -54,16 +54,14 @@ export function NewPrompt() {
       </div>
       <form className="editor" onSubmit={submit}>
         <ErrorBanner error={create.error} title="The prompt was not created" />
-        <div className="field">
-          <label htmlFor="new-name">Name</label>
-          <input
-            id="new-name"
-            required
-            maxLength={200}
-            value={name}
-            onChange={(e) => setName(e.target.value)}
-          />
-        </div>
+        <Field
+          label="Name"
+          id="new-name"
+          required
+          maxLength={200}
+          value={name}
+          onChange={(e) => setName(e.target.value)}
+        />
         <div className="field">
           <label htmlFor="new-description">Description</label>
           <textarea
@@ -74,19 +72,18 @@ export function NewPrompt() {
             onChange={(e) => setDescription(e.target.value)}
           />
         </div>
-        <div className="field">
-          <label htmlFor="new-tags">Tags</label>
-          <input
-            id="new-tags"
-            placeholder="support, email"
-            aria-describedby="new-tags-hint"
-            value={tags}
-            onChange={(e) => setTags(e.target.value)}
-          />
+        <Field
+          label="Tags"
+          id="new-tags"
+          placeholder="support, email"
+          aria-describedby="new-tags-hint"
+          value={tags}
+          onChange={(e) => setTags(e.target.value)}
+        >
           <span id="new-tags-hint" className="hint">
             Separated by commas.
           </span>
-        </div>
+        </Field>
         <fieldset className="field type-choice">
           <legend>Type</legend>
           <label>

@@ -3,7 +3,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query'
 import { useEffect, useState } from 'react'
 import { Link, useSearchParams } from 'react-router'
 import { client, useSignedIn } from '../session.ts'
-import { Empty, ErrorBanner, Loading, When } from '../ui.tsx'
+import { Empty, ErrorBanner, Field, Loading, Pager, promptCount, TagList, When } from '../ui.tsx'
 
 type Visibility = NonNullable<ListPromptsQuery['visibility']>
 const VISIBILITIES: Visibility[] = ['all', 'public', 'private']
@@ -102,25 +102,21 @@ export function PromptList() {
       )}
       <search>
         <form className="filters" onSubmit={(e) => e.preventDefault()}>
-          <div className="field">
-            <label htmlFor="search">Search</label>
-            <input
-              id="search"
-              type="search"
-              placeholder="Name, description or template"
-              value={searchInput}
-              onChange={(e) => setSearchInput(e.target.value)}
-            />
-          </div>
-          <div className="field">
-            <label htmlFor="tags">Tags</label>
-            <input
-              id="tags"
-              placeholder="support, email"
-              value={tagsInput}
-              onChange={(e) => setTagsInput(e.target.value)}
-            />
-          </div>
+          <Field
+            label="Search"
+            id="search"
+            type="search"
+            placeholder="Name, description or template"
+            value={searchInput}
+            onChange={(e) => setSearchInput(e.target.value)}
+          />
+          <Field
+            label="Tags"
+            id="tags"
+            placeholder="support, email"
+            value={tagsInput}
+            onChange={(e) => setTagsInput(e.target.value)}
+          />
           <div className="field">
             <label htmlFor="visibility">Visibility</label>
             <select
@@ -162,15 +158,7 @@ export function PromptList() {
                   </Link>
                   <span className="muted small mono">{p.slug}</span>
                   {p.description && <p className="prompt-desc">{p.description}</p>}
-                  {p.tags.length > 0 && (
-                    <ul className="tags" aria-label={`Tags of ${p.name}`}>
-                      {p.tags.map((t) => (
-                        <li key={t} className="tag">
-                          {t}
-                        </li>
-                      ))}
-                    </ul>
-                  )}
+                  {p.tags.length > 0 && <TagList label={`Tags of ${p.name}`} tags={p.tags} />}
                 </div>
                 <div className="prompt-meta small">
                   <span className={`badge ${p.versionCount > 0 ? 'badge-ok' : ''}`}>
@@ -184,28 +172,13 @@ export function PromptList() {
               </li>
             ))}
           </ul>
-          <nav className="pager" aria-label="Pages">
-            <button
-              type="button"
-              className="btn"
-              disabled={page <= 1}
-              onClick={() => update({ page: String(page - 1) })}
-            >
-              Previous page
-            </button>
-            <span className="pager-text">
-              Page {data.pagination.page} of {Math.max(1, data.pagination.totalPages)} ·{' '}
-              {data.pagination.total === 1 ? '1 prompt' : `${data.pagination.total} prompts`}
-            </span>
-            <button
-              type="button"
-              className="btn"
-              disabled={!data.pagination.hasNextPage}
-              onClick={() => update({ page: String(page + 1) })}
-            >
-              Next page
-            </button>
-          </nav>
+          <Pager
+            page={page}
+            pagination={data.pagination}
+            onPage={(n) => update({ page: String(n) })}
+            count={promptCount(data.pagination.total)}
+            textClassName="pager-text"
+          />
         </>
       )}
     </>

@@ -2,7 +2,7 @@ import { PromptServiceError } from '@pm/client'
 import { type FormEvent, useState } from 'react'
 import { Link, Navigate, useNavigate, useSearchParams } from 'react-router'
 import { session, useSession } from '../session.ts'
-import { ErrorBanner, Loading } from '../ui.tsx'
+import { Brand, ErrorBanner, Field, Loading } from '../ui.tsx'
 
 /** Only paths of this app: `next` never sends the browser elsewhere. */
 function safeNext(next: string | null): string {
@@ -14,10 +14,7 @@ function AuthFrame({ title, children }: { title: string; children: React.ReactNo
     <main className="auth">
       <div className="auth-card">
         <p className="brand auth-brand">
-          <span aria-hidden="true" className="brand-mark">
-            {'{{ }}'}
-          </span>
-          <span className="brand-name">Prompt service</span>
+          <Brand name="Prompt service" />
         </p>
         <h1>{title}</h1>
         {children}
@@ -26,15 +23,84 @@ function AuthFrame({ title, children }: { title: string; children: React.ReactNo
   )
 }
 
+/**
+ * The email and password fields of both forms. For a new account the browser is told to offer
+ * a new password (and the service's minimum is stated), otherwise the saved one.
+ */
+function Credentials({
+  newAccount = false,
+  email,
+  onEmail,
+  password,
+  onPassword,
+}: {
+  newAccount?: boolean
+  email: string
+  onEmail: (email: string) => void
+  password: string
+  onPassword: (password: string) => void
+}) {
+  return (
+    <>
+      <Field
+        label="Email"
+        id="email"
+        type="email"
+        autoComplete={newAccount ? 'email' : 'username'}
+        required
+        value={email}
+        onChange={(e) => onEmail(e.target.value)}
+      />
+      <Field
+        label="Password"
+        id="password"
+        type="password"
+        autoComplete={newAccount ? 'new-password' : 'current-password'}
+        required
+        {...(newAccount ? { minLength: 8, 'aria-describedby': 'password-hint' } : {})}
+        value={password}
+        onChange={(e) => onPassword(e.target.value)}
+      >
+        {newAccount && (
+          <span id="password-hint" className="hint">
+            At least 8 characters.
+          </span>
+        )}
+      </Field>
+    </>
+  )
+}
+
+/**
+ * A sign-in or sign-up form's submit: the button is busy meanwhile, a failure is kept to show,
+ * and success goes to `to`.
+ */
+function useAuthSubmit(action: () => Promise<unknown>, to: string) {
+  const navigate = useNavigate()
+  const [error, setError] = useState<unknown>(null)
+  const [busy, setBusy] = useState(false)
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    setBusy(true)
+    setError(null)
+    action().then(
+      () => navigate(to, { replace: true }),
+      (err: unknown) => {
+        setError(err)
+        setBusy(false)
+      },
+    )
+  }
+  return { error, busy, submit }
+}
+
 export function SignIn() {
   const state = useSession()
   const [params] = useSearchParams()
-  const navigate = useNavigate()
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
   const next = safeNext(params.get('next'))
+  const { error, busy, submit } = useAuthSubmit(() => session.signIn(email, password), next)
 
   if (state.status === 'loading') {
     return (
@@ -45,44 +111,11 @@ export function SignIn() {
   }
   if (state.status === 'signed-in' && !busy) return <Navigate to={next} replace />
 
-  const submit = (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    session.signIn(email, password).then(
-      () => navigate(next, { replace: true }),
-      (err: unknown) => {
-        setError(err)
-        setBusy(false)
-      },
-    )
-  }
   return (
     <AuthFrame title="Sign in">
       <form onSubmit={submit} className="form">
         <ErrorBanner error={error} />
-        <div className="field">
-          <label htmlFor="email">Email</label>
-          <input
-            id="email"
-            type="email"
-            autoComplete="username"
-            required
-            value={email}
-            onChange={(e) => setEmail(e.target.value)}
-          />
-        </div>
-        <div className="field">
-          <label htmlFor="password">Password</label>
-          <input
-            id="password"
-            type="password"
-            autoComplete="current-password"
-            required
-            value={password}
-            onChange={(e) => setPassword(e.target.value)}
-          />
-        </div>
+        <Credentials email={email} onEmail={setEmail} password={password} onPassword={setPassword} />
         <button type="submit" className="btn btn-primary btn-block" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
@@ -96,28 +129,14 @@ export function SignIn() {
 
 export function SignUp() {
   const state = useSession()
-  const navigate = useNavigate()
   const [name, setName] = useState('')
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
+  const { error, busy, submit } = useAuthSubmit(() => session.signUp({ name, email, password }), '/prompts')
   if (state.status === 'signed-in' && !busy) return <Navigate to="/prompts" replace />
   // Without AUTH_ALLOW_SIGNUP the register route does not exist: say so plainly.
   const disabled = error instanceof PromptServiceError && error.status === 404
 
-  const submit = (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    session.signUp({ name, email, password }).then(
-      () => navigate('/prompts', { replace: true }),
-      (err: unknown) => {
-        setError(err)
-        setBusy(false)
-      },
-    )
-  }
   return (
     <AuthFrame title="Create an account">
       {disabled ? (
@@ -129,43 +148,21 @@ export function SignUp() {
         <ErrorBanner error={error} />
       )}
       <form onSubmit={submit} className="form">
-        <div className="field">
-          <label htmlFor="name">Name</label>
-          <input
-            id="name"
-            autoComplete="name"
-            required
-            value={name}
-            onChange={(e) => setName(e.target.value)}
-          />
-        </div>
-        <div className="field">
-          <label htmlFor="email">Email</label>
-          <input
-            id="email"
-            type="email"
-            autoComplete="email"
-            required
-            value={email}
-            onChange={(e) => setEmail(e.target.value)}
-          />
-        </div>
-        <div className="field">
-          <label htmlFor="password">Password</label>
-          <input
-            id="password"
-            type="password"
-            autoComplete="new-password"
-            required
-            minLength={8}
-            aria-describedby="password-hint"
-            value={password}
-            onChange={(e) => setPassword(e.target.value)}
-          />
-          <span id="password-hint" className="hint">
-            At least 8 characters.
-          </span>
-        </div>
+        <Field
+          label="Name"
+          id="name"
+          autoComplete="name"
+          required
+          value={name}
+          onChange={(e) => setName(e.target.value)}
+        />
+        <Credentials
+          newAccount
+          email={email}
+          onEmail={setEmail}
+          password={password}
+          onPassword={setPassword}
+        />
         <button type="submit" className="btn btn-primary btn-block" disabled={busy}>
           {busy ? 'Creating…' : 'Sign up'}
         </button>

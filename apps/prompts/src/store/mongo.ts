@@ -28,9 +28,12 @@ import {
   type PromptStore,
   type VersionBuilder,
   type VersionRecord,
+  uniqueWrites,
 } from './types.ts'
 
 const escapeRegex = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+const unique = uniqueWrites(isDuplicateKey)
 
 /**
  * Documents written before chat prompts existed have no `type`: they read as text prompts
@@ -151,12 +154,7 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async createPrompt(prompt: PromptRecord): Promise<void> {
-    try {
-      await this.prompts.insertOne({ ...prompt })
-    } catch (err) {
-      if (isDuplicateKey(err)) throw new DuplicateSlugError()
-      throw err
-    }
+    await unique(DuplicateSlugError, () => this.prompts.insertOne({ ...prompt }))
   }
 
   async getPrompt(organizationId: string, id: string): Promise<PromptRecord | null> {
@@ -237,7 +235,7 @@ export class MongoPromptStore implements PromptStore {
     if (config) $set.config = config
     const update: UpdateFilter<PromptRecord> = { $set }
     if (config === null) update.$unset = { config: '' }
-    try {
+    return unique(DuplicateSlugError, async () => {
       if (!events) {
         return promptOrNull(
           await this.prompts.findOneAndUpdate({ _id: id, organizationId }, update, {
@@ -262,10 +260,7 @@ export class MongoPromptStore implements PromptStore {
           )
         return after
       })
-    } catch (err) {
-      if (isDuplicateKey(err)) throw new DuplicateSlugError()
-      throw err
-    }
+    })
   }
 
   /** Runs `work` in a transaction and answers what it answered. */
@@ -369,19 +364,13 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
-    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
-    try {
-      await session.withTransaction(async () => {
+    await unique(DuplicateSlugError, () =>
+      this.inTransaction(async (session) => {
         await this.prompts.insertOne({ ...prompt }, { session })
         await this.versions.insertOne({ ...version }, { session })
         await this.outbox.insertOne({ ...outbox }, { session })
-      })
-    } catch (err) {
-      if (isDuplicateKey(err)) throw new DuplicateSlugError()
-      throw err
-    } finally {
-      await session.endSession()
-    }
+      }),
+    )
   }
 
   async listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]> {
@@ -434,15 +423,12 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async createBatch(batch: ImportBatchRecord, file: Buffer | null): Promise<void> {
-    try {
-      await this.importTxn(async (session) => {
+    await unique(DuplicateImportError, () =>
+      this.importTxn(async (session) => {
         await this.batches.insertOne({ ...batch }, { session })
         if (file) await this.files.insertOne({ _id: batch._id, content: new Binary(file) }, { session })
-      })
-    } catch (err) {
-      if (isDuplicateKey(err)) throw new DuplicateImportError()
-      throw err
-    }
+      }),
+    )
   }
 
   async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
@@ -479,8 +465,8 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async importRows(step: ImportStep, prompts: PromptRecord[], errors: ImportRowError[]): Promise<void> {
-    try {
-      await this.importTxn(async (session) => {
+    await unique(DuplicateSlugError, () =>
+      this.importTxn(async (session) => {
         const moved = await this.batches.updateOne(
           this.stepFilter(step),
           {
@@ -493,11 +479,8 @@ export class MongoPromptStore implements PromptStore {
         if (moved.matchedCount !== 1) throw new LeaseLostError()
         // One at a time: the operations of a transaction must not run in parallel.
         for (const prompt of prompts) await this.prompts.insertOne({ ...prompt }, { session })
-      })
-    } catch (err) {
-      if (isDuplicateKey(err)) throw new DuplicateSlugError()
-      throw err
-    }
+      }),
+    )
   }
 
   async finishBatch(

@@ -5,6 +5,7 @@ import {
   openSqlite,
   queryAll,
   queryOne,
+  queryPage,
   type SqliteRow,
   text,
   textOrNull,
@@ -26,6 +27,7 @@ import {
   type PromptStore,
   type VersionBuilder,
   type VersionRecord,
+  uniqueWrites,
 } from './types.ts'
 
 const SCHEMA = [
@@ -190,6 +192,8 @@ function toBatch(r: Row): ImportBatchRecord {
 
 const escapeLike = (v: string) => v.replace(/[\\%_]/g, (c) => `\\${c}`)
 
+const unique = uniqueWrites(isUniqueViolation)
+
 export class SqlitePromptStore implements PromptStore {
   private readonly db: DatabaseSync
 
@@ -269,37 +273,30 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async createPrompt(p: PromptRecord): Promise<void> {
-    try {
-      this.insertPrompt(p)
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new DuplicateSlugError()
-      throw err
-    }
+    await unique(DuplicateSlugError, () => this.insertPrompt(p))
+  }
+
+  /** The row of `table` whose columns match `where`, read by `map`; null when there is none. */
+  private findOne<T>(table: string, map: (r: Row) => T, where: string, ...params: SQLInputValue[]): T | null {
+    const r = queryOne(this.db, `SELECT * FROM ${table} WHERE ${where}`, ...params)
+    return r ? map(r) : null
+  }
+
+  /** The workspace's prompt `id`, as this connection sees it now (inside a transaction or not). */
+  private findPrompt(organizationId: string, id: string): PromptRecord | null {
+    return this.findOne('prompts', toPrompt, 'id = ? AND organization_id = ?', id, organizationId)
   }
 
   async getPrompt(organizationId: string, id: string): Promise<PromptRecord | null> {
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
-      id,
-      organizationId,
-    )
-    return r ? toPrompt(r) : null
+    return this.findPrompt(organizationId, id)
   }
 
   async getPromptById(id: string): Promise<PromptRecord | null> {
-    const r = queryOne(this.db, 'SELECT * FROM prompts WHERE id = ?', id)
-    return r ? toPrompt(r) : null
+    return this.findOne('prompts', toPrompt, 'id = ?', id)
   }
 
   async getPromptBySlug(organizationId: string, slug: string): Promise<PromptRecord | null> {
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM prompts WHERE organization_id = ? AND slug = ?',
-      organizationId,
-      slug,
-    )
-    return r ? toPrompt(r) : null
+    return this.findOne('prompts', toPrompt, 'organization_id = ? AND slug = ?', organizationId, slug)
   }
 
   async isSlugTaken(organizationId: string, slug: string): Promise<boolean> {
@@ -311,6 +308,16 @@ export class SqlitePromptStore implements PromptStore {
         slug,
       ) !== undefined
     )
+  }
+
+  /** One page of the prompts matching every condition of `where`, newest first, and their count. */
+  private page(
+    where: string[],
+    params: SQLInputValue[],
+    page: Page,
+  ): { prompts: PromptRecord[]; total: number } {
+    const { rows, total } = queryPage(this.db, 'prompts', where, params, page)
+    return { prompts: rows.map(toPrompt), total }
   }
 
   async listPrompts(filter: PromptFilter, page: Page): Promise<{ prompts: PromptRecord[]; total: number }> {
@@ -329,18 +336,7 @@ export class SqlitePromptStore implements PromptStore {
     }
     if (filter.visibility === 'public') where.push('is_public = 1')
     if (filter.visibility === 'private') where.push('is_public = 0')
-    const clause = where.join(' AND ')
-    const total = Number(
-      queryOne(this.db, `SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0,
-    )
-    const rows = queryAll(
-      this.db,
-      `SELECT * FROM prompts WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-      ...params,
-      page.limit,
-      (page.page - 1) * page.limit,
-    )
-    return { prompts: rows.map(toPrompt), total }
+    return this.page(where, params, page)
   }
 
   async summary(organizationId: string): Promise<{ total: number; public: number; published: number }> {
@@ -369,18 +365,7 @@ export class SqlitePromptStore implements PromptStore {
       const like = `%${escapeLike(search)}%`
       params.push(like, like)
     }
-    const clause = where.join(' AND ')
-    const total = Number(
-      queryOne(this.db, `SELECT COUNT(*) AS n FROM prompts WHERE ${clause}`, ...params)?.n ?? 0,
-    )
-    const rows = queryAll(
-      this.db,
-      `SELECT * FROM prompts WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-      ...params,
-      page.limit,
-      (page.page - 1) * page.limit,
-    )
-    return { prompts: rows.map(toPrompt), total }
+    return this.page(where, params, page)
   }
 
   async updatePrompt(
@@ -412,30 +397,16 @@ export class SqlitePromptStore implements PromptStore {
       params.push(encode(value))
     }
     const write = (): PromptRecord | null => {
-      const before = events
-        ? queryOne(this.db, 'SELECT * FROM prompts WHERE id = ? AND organization_id = ?', id, organizationId)
-        : undefined
+      const before = events ? this.findPrompt(organizationId, id) : null
       const result = this.db
         .prepare(`UPDATE prompts SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`)
         .run(...params, id, organizationId)
       if (result.changes === 0) return null
-      const r = queryOne(
-        this.db,
-        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
-        id,
-        organizationId,
-      )
-      if (!r) return null
-      const after = toPrompt(r)
-      if (events && before) for (const o of events(toPrompt(before), after)) this.insertOutbox(o)
+      const after = this.findPrompt(organizationId, id)
+      if (after && events && before) for (const o of events(before, after)) this.insertOutbox(o)
       return after
     }
-    try {
-      return events ? transaction(this.db, write) : write()
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new DuplicateSlugError()
-      throw err
-    }
+    return unique(DuplicateSlugError, () => (events ? transaction(this.db, write) : write()))
   }
 
   async deletePrompt(
@@ -444,16 +415,10 @@ export class SqlitePromptStore implements PromptStore {
     event?: (deleted: PromptRecord) => OutboxRecord,
   ): Promise<PromptRecord | null> {
     return transaction(this.db, () => {
-      const r = queryOne(
-        this.db,
-        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
-        id,
-        organizationId,
-      )
-      if (!r) return null
+      const deleted = this.findPrompt(organizationId, id)
+      if (!deleted) return null
       this.db.prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?').run(id, organizationId)
       this.db.prepare('DELETE FROM versions WHERE prompt_id = ?').run(id)
-      const deleted = toPrompt(r)
       if (event) this.insertOutbox(event(deleted))
       return deleted
     })
@@ -476,15 +441,8 @@ export class SqlitePromptStore implements PromptStore {
         )
         .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
       if (result.changes === 0) return null
-      const r = queryOne(
-        this.db,
-        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
-        id,
-        organizationId,
-      )
-      if (!r) return null
-      const after = toPrompt(r)
-      if (event) this.insertOutbox(event(after))
+      const after = this.findPrompt(organizationId, id)
+      if (after && event) this.insertOutbox(event(after))
       return after
     })
   }
@@ -497,14 +455,8 @@ export class SqlitePromptStore implements PromptStore {
     // BEGIN IMMEDIATE takes the write lock first, so concurrent publishes are serialised
     // and each reads the count the previous one wrote.
     return transaction(this.db, () => {
-      const r = queryOne(
-        this.db,
-        'SELECT * FROM prompts WHERE id = ? AND organization_id = ?',
-        promptId,
-        organizationId,
-      )
-      if (!r) return null
-      const prompt = toPrompt(r)
+      const prompt = this.findPrompt(organizationId, promptId)
+      if (!prompt) return null
       const { version, outbox } = build(prompt, prompt.versionCount + 1)
       this.insertVersion(version)
       this.db
@@ -516,16 +468,13 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
-    try {
+    await unique(DuplicateSlugError, () =>
       transaction(this.db, () => {
         this.insertPrompt(prompt)
         this.insertVersion(version)
         this.insertOutbox(outbox)
-      })
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new DuplicateSlugError()
-      throw err
-    }
+      }),
+    )
   }
 
   async listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]> {
@@ -536,18 +485,11 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async getVersion(promptId: string, versionId: string): Promise<VersionRecord | null> {
-    const r = queryOne(this.db, 'SELECT * FROM versions WHERE id = ? AND prompt_id = ?', versionId, promptId)
-    return r ? toVersion(r) : null
+    return this.findOne('versions', toVersion, 'id = ? AND prompt_id = ?', versionId, promptId)
   }
 
   async getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null> {
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM versions WHERE prompt_id = ? AND version = ?',
-      promptId,
-      version,
-    )
-    return r ? toVersion(r) : null
+    return this.findOne('versions', toVersion, 'prompt_id = ? AND version = ?', promptId, version)
   }
 
   async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {
@@ -585,7 +527,7 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async createBatch(b: ImportBatchRecord, file: Buffer | null): Promise<void> {
-    try {
+    await unique(DuplicateImportError, () =>
       transaction(this.db, () => {
         this.db
           .prepare(
@@ -614,31 +556,22 @@ export class SqlitePromptStore implements PromptStore {
           )
         if (file)
           this.db.prepare('INSERT INTO import_files (batch_id, content) VALUES (?, ?)').run(b._id, file)
-      })
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new DuplicateImportError()
-      throw err
-    }
+      }),
+    )
   }
 
   async getBatch(organizationId: string, id: string): Promise<ImportBatchRecord | null> {
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM import_batches WHERE id = ? AND organization_id = ?',
-      id,
-      organizationId,
-    )
-    return r ? toBatch(r) : null
+    return this.findOne('import_batches', toBatch, 'id = ? AND organization_id = ?', id, organizationId)
   }
 
   async findBatchByHash(organizationId: string, contentHash: string): Promise<ImportBatchRecord | null> {
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM import_batches WHERE organization_id = ? AND content_hash = ?',
+    return this.findOne(
+      'import_batches',
+      toBatch,
+      'organization_id = ? AND content_hash = ?',
       organizationId,
       contentHash,
     )
-    return r ? toBatch(r) : null
   }
 
   async findBatchByKey(
@@ -646,14 +579,14 @@ export class SqlitePromptStore implements PromptStore {
     userId: string,
     key: string,
   ): Promise<ImportBatchRecord | null> {
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM import_batches WHERE organization_id = ? AND created_by = ? AND idempotency_key = ?',
+    return this.findOne(
+      'import_batches',
+      toBatch,
+      'organization_id = ? AND created_by = ? AND idempotency_key = ?',
       organizationId,
       userId,
       key,
     )
-    return r ? toBatch(r) : null
   }
 
   async forgetBatchKeys(id: string): Promise<void> {
@@ -679,7 +612,7 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async importRows(step: ImportStep, prompts: PromptRecord[], errors: ImportRowError[]): Promise<void> {
-    try {
+    await unique(DuplicateSlugError, () =>
       transaction(this.db, () => {
         this.advance(step, 'created = created + ?, failed = failed + ?', [prompts.length, errors.length])
         // json_insert at '$[#]' appends in place: no read-modify-write of the list.
@@ -688,11 +621,8 @@ export class SqlitePromptStore implements PromptStore {
         )
         for (const error of errors) append.run(JSON.stringify(error), step.batchId)
         for (const prompt of prompts) this.insertPrompt(prompt)
-      })
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new DuplicateSlugError()
-      throw err
-    }
+      }),
+    )
   }
 
   async finishBatch(
@@ -732,8 +662,7 @@ export class SqlitePromptStore implements PromptStore {
           'UPDATE import_batches SET lease_owner = ?, lease_until = ?, resumed_at = ?, updated_at = ? WHERE id = ?',
         )
         .run(owner, until, at, at, s(free.id))
-      const r = queryOne(this.db, 'SELECT * FROM import_batches WHERE id = ?', s(free.id))
-      return r ? toBatch(r) : null
+      return this.findOne('import_batches', toBatch, 'id = ?', s(free.id))
     })
   }
 

@@ -171,6 +171,21 @@ export class DuplicateSlugError extends Error {
 }
 
 /**
+ * How a store runs a write that a unique index guards: `isDuplicate` is the driver's test for a
+ * unique-index violation (SQLite's UNIQUE constraint, MongoDB's duplicate key), and such a
+ * violation is thrown as the store's own `Duplicate` error (a taken slug, a file already imported).
+ */
+export function uniqueWrites(isDuplicate: (err: unknown) => boolean) {
+  return async <T>(Duplicate: new () => Error, write: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await write()
+    } catch (err) {
+      throw isDuplicate(err) ? new Duplicate() : err
+    }
+  }
+}
+
+/**
  * The prompts service's data. `publish` is the one step that must be atomic across
  * records: the version, the prompt's counters and the outbox event are written together
  * or not at all, and two concurrent publishes get consecutive numbers.

@@ -6,6 +6,7 @@ import {
   transaction,
   queryAll,
   queryOne,
+  queryPage,
   type SqliteRow,
   text,
   textOrNull,
@@ -284,17 +285,7 @@ export class SqliteWebhookStore implements WebhookStore {
       where.push('status = ?')
       params.push(status)
     }
-    const clause = where.join(' AND ')
-    const total = Number(
-      queryOne(this.db, `SELECT COUNT(*) AS n FROM deliveries WHERE ${clause}`, ...params)?.n ?? 0,
-    )
-    const rows = queryAll(
-      this.db,
-      `SELECT * FROM deliveries WHERE ${clause} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-      ...params,
-      page.limit,
-      (page.page - 1) * page.limit,
-    )
+    const { rows, total } = queryPage(this.db, 'deliveries', where, params, page)
     return { deliveries: rows.map(toDelivery), total }
   }
 

@@ -1,6 +1,24 @@
 import { NoQuery, OrganizationQuery, PromptParams, PublicInvokeRequest, SlugParams } from '../api/index.ts'
 import { InjectRequest, InjectResult, InvokeQuery, InvokeRequest, InvokeResult } from '../prompts.ts'
-import { PROMPT_PREFIX, type RouteSpec } from './spec.ts'
+import { PROMPT_PREFIX, keyOrUser, type RouteSpec } from './spec.ts'
+
+/** What invoke by id and invoke by slug share: all but the path and how it names the prompt. */
+const INVOKE = {
+  ...keyOrUser('render', 'context', 'prompts:read'),
+  query: InvokeQuery,
+  body: InvokeRequest,
+  bodyOptional: true,
+  status: 200,
+  response: InvokeResult,
+  headers: ['X-Service-Version'],
+  errors: [
+    'NO_PUBLISHED_VERSION',
+    'MISSING_REQUIRED_VARIABLES',
+    'VERSION_NOT_FOUND',
+    'ENVIRONMENT_NOT_SET',
+    'RENDER_TOO_LARGE',
+  ],
+} as const
 
 /** Invoke, inject and public invoke (render). */
 export const RENDER_ROUTES = {
@@ -18,24 +36,8 @@ export const RENDER_ROUTES = {
       "VALIDATION_ERROR. `config` is the version's, when it has one. The body may be left out " +
       'or be `null`: no variables. An unknown query parameter or body field is a 400 ' +
       'VALIDATION_ERROR.',
-    auth: 'any',
-    upstream: 'render',
-    workspace: 'context',
-    scope: 'prompts:read',
+    ...INVOKE,
     params: PromptParams,
-    query: InvokeQuery,
-    body: InvokeRequest,
-    bodyOptional: true,
-    status: 200,
-    response: InvokeResult,
-    headers: ['X-Service-Version'],
-    errors: [
-      'NO_PUBLISHED_VERSION',
-      'MISSING_REQUIRED_VARIABLES',
-      'VERSION_NOT_FOUND',
-      'ENVIRONMENT_NOT_SET',
-      'RENDER_TOO_LARGE',
-    ],
   },
   invokePromptBySlug: {
     method: 'POST',
@@ -45,24 +47,8 @@ export const RENDER_ROUTES = {
     description:
       'Same query, body, result and errors as invoke by id; the body may be left out or be ' +
       '`null`: no variables.',
-    auth: 'any',
-    upstream: 'render',
-    workspace: 'context',
-    scope: 'prompts:read',
+    ...INVOKE,
     params: SlugParams,
-    query: InvokeQuery,
-    body: InvokeRequest,
-    bodyOptional: true,
-    status: 200,
-    response: InvokeResult,
-    headers: ['X-Service-Version'],
-    errors: [
-      'NO_PUBLISHED_VERSION',
-      'MISSING_REQUIRED_VARIABLES',
-      'VERSION_NOT_FOUND',
-      'ENVIRONMENT_NOT_SET',
-      'RENDER_TOO_LARGE',
-    ],
   },
   injectPrompt: {
     method: 'POST',
@@ -73,10 +59,7 @@ export const RENDER_ROUTES = {
       'Never fails on missing variables: they stay in the text and are listed. The body may be ' +
       'left out or be `null`: no variables. An unknown query parameter or body field is a 400 ' +
       'VALIDATION_ERROR.',
-    auth: 'any',
-    upstream: 'render',
-    workspace: 'context',
-    scope: 'prompts:read',
+    ...keyOrUser('render', 'context', 'prompts:read'),
     params: PromptParams,
     query: OrganizationQuery,
     body: InjectRequest,

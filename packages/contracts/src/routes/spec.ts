@@ -122,3 +122,13 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024
 export const ORG_PREFIX = '/api/v1/organizations/:id'
 export const PROMPT_PREFIX = '/api/v1/prompts/:id'
 export const MiB = 1024 * 1024
+
+/**
+ * The access of a route that an API key holding `scope` may call, or a user token whose role
+ * grants it (`auth: 'any'`): proxied to `upstream`, acting in the workspace `workspace` names.
+ */
+export const keyOrUser = <U extends Upstream, W extends WorkspaceSource, S extends Scope>(
+  upstream: U,
+  workspace: W,
+  scope: S,
+) => ({ auth: 'any', upstream, workspace, scope }) as const

@@ -11,7 +11,7 @@ import {
   WebhookList,
   WebhookParams,
 } from '../webhooks.ts'
-import { ORG_PREFIX, type RouteSpec } from './spec.ts'
+import { ORG_PREFIX, keyOrUser, type RouteSpec } from './spec.ts'
 
 /** An organization's webhooks and their deliveries (webhooks). */
 export const WEBHOOK_ROUTES = {
@@ -22,10 +22,7 @@ export const WEBHOOK_ROUTES = {
     path: `${ORG_PREFIX}/webhooks`,
     tag: 'webhooks',
     summary: 'Webhook subscriptions',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: OrganizationParams,
     status: 200,
     response: WebhookList,
@@ -39,10 +36,7 @@ export const WEBHOOK_ROUTES = {
     description:
       'The answer is the only time the signing secret (`whsec_...`) is shown. `events` defaults to every event type; at most 25 ' +
       'subscriptions per organization (409 beyond).',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: OrganizationParams,
     body: CreateWebhookRequest,
     status: 201,
@@ -54,10 +48,7 @@ export const WEBHOOK_ROUTES = {
     path: `${ORG_PREFIX}/webhooks/:webhookId`,
     tag: 'webhooks',
     summary: 'One subscription',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: WebhookParams,
     status: 200,
     response: Webhook,
@@ -68,10 +59,7 @@ export const WEBHOOK_ROUTES = {
     path: `${ORG_PREFIX}/webhooks/:webhookId`,
     tag: 'webhooks',
     summary: 'Change a subscription',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: WebhookParams,
     body: UpdateWebhookRequest,
     status: 200,
@@ -83,10 +71,7 @@ export const WEBHOOK_ROUTES = {
     path: `${ORG_PREFIX}/webhooks/:webhookId`,
     tag: 'webhooks',
     summary: 'Delete a subscription',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: WebhookParams,
     status: 200,
     response: Deleted,
@@ -100,10 +85,7 @@ export const WEBHOOK_ROUTES = {
     description:
       'Makes one `webhook.test` attempt now (no retries), also on an inactive subscription, and ' +
       'answers the logged delivery.',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: WebhookParams,
     status: 200,
     response: WebhookDelivery,
@@ -114,10 +96,7 @@ export const WEBHOOK_ROUTES = {
     path: `${ORG_PREFIX}/webhooks/:webhookId/deliveries`,
     tag: 'webhooks',
     summary: 'Deliveries of a subscription, with every attempt',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: WebhookParams,
     query: ListDeliveriesQuery,
     status: 200,
@@ -132,10 +111,7 @@ export const WEBHOOK_ROUTES = {
     description:
       'Queues the same delivery again, due now, with a fresh retry round. 409 when the ' +
       'subscription is inactive or an attempt is in flight.',
-    auth: 'any',
-    upstream: 'webhooks',
-    workspace: 'path',
-    scope: 'organization:write',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
     params: DeliveryParams,
     status: 202,
     response: WebhookDelivery,

@@ -2,7 +2,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query'
 import { useEffect, useState } from 'react'
 import { Link, useSearchParams } from 'react-router'
 import { client } from '../../session.ts'
-import { Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { Empty, ErrorBanner, Field, Loading, Pager, promptCount, TagList, When } from '../../ui.tsx'
 
 const PAGE_SIZE = 12
 
@@ -43,16 +43,14 @@ export function Catalog() {
       </div>
       <search>
         <form className="catalog-search" onSubmit={(e) => e.preventDefault()}>
-          <div className="field">
-            <label htmlFor="catalog-search">Search the catalog</label>
-            <input
-              id="catalog-search"
-              type="search"
-              placeholder="Name, description or template"
-              value={input}
-              onChange={(e) => setInput(e.target.value)}
-            />
-          </div>
+          <Field
+            label="Search the catalog"
+            id="catalog-search"
+            type="search"
+            placeholder="Name, description or template"
+            value={input}
+            onChange={(e) => setInput(e.target.value)}
+          />
         </form>
       </search>
       <ErrorBanner error={query.error} />
@@ -74,35 +72,16 @@ export function Catalog() {
                   Version {p.version} · published <When at={p.publishedAt} />
                 </p>
                 {p.description && <p className="prompt-desc">{p.description}</p>}
-                {p.tags.length > 0 && (
-                  <ul className="tags" aria-label="Tags">
-                    {p.tags.map((t) => (
-                      <li key={t} className="tag">
-                        {t}
-                      </li>
-                    ))}
-                  </ul>
-                )}
+                {p.tags.length > 0 && <TagList label="Tags" tags={p.tags} />}
               </li>
             ))}
           </ul>
-          <nav className="pager" aria-label="Pages">
-            <button type="button" className="btn" disabled={page <= 1} onClick={() => goTo(page - 1)}>
-              Previous page
-            </button>
-            <span>
-              Page {data.pagination.page} of {Math.max(1, data.pagination.totalPages)} ·{' '}
-              {data.pagination.total === 1 ? '1 prompt' : `${data.pagination.total} prompts`}
-            </span>
-            <button
-              type="button"
-              className="btn"
-              disabled={!data.pagination.hasNextPage}
-              onClick={() => goTo(page + 1)}
-            >
-              Next page
-            </button>
-          </nav>
+          <Pager
+            page={page}
+            pagination={data.pagination}
+            onPage={goTo}
+            count={promptCount(data.pagination.total)}
+          />
         </>
       )}
     </>

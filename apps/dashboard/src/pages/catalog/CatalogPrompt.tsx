@@ -2,8 +2,8 @@ import type { PublicPrompt } from '@pm/contracts'
 import { useMutation, useQuery } from '@tanstack/react-query'
 import { useId, useState } from 'react'
 import { Link, useParams } from 'react-router'
-import { client, useSession } from '../../session.ts'
-import { ErrorBanner, Loading, When } from '../../ui.tsx'
+import { client, useOrganizations, useSession } from '../../session.ts'
+import { ConfigAndVariables, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { useOpenIn } from '../settings/common.tsx'
 
 /** One public prompt: its published content, a variables form to render it, and a fork. */
@@ -45,26 +45,7 @@ export function CatalogPrompt() {
         <section className="panel" aria-labelledby="template-title">
           <h2 id="template-title">Template</h2>
           <pre className="rendered">{p.template}</pre>
-          {p.config && (
-            <>
-              <h3 className="small">Config</h3>
-              <pre className="rendered">{JSON.stringify(p.config, null, 2)}</pre>
-            </>
-          )}
-          {p.variables.length > 0 && (
-            <>
-              <h3 className="small">Variables</h3>
-              <ul className="plain">
-                {p.variables.map((v) => (
-                  <li key={v.name}>
-                    <span className="mono">{v.name}</span> {v.required ? 'required' : 'optional'}
-                    {v.defaultValue !== undefined && <> · default “{v.defaultValue}”</>}
-                    {v.description && <> · {v.description}</>}
-                  </li>
-                ))}
-              </ul>
-            </>
-          )}
+          <ConfigAndVariables config={p.config} variables={p.variables} />
         </section>
         <div>
           <TryIt prompt={p} />
@@ -148,8 +129,8 @@ function TryIt({ prompt }: { prompt: PublicPrompt }) {
 }
 
 function Fork({ prompt }: { prompt: PublicPrompt }) {
-  const ids = { org: useId(), name: useId() }
-  const orgs = useQuery({ queryKey: ['organizations'], queryFn: () => client.api.listOrganizations() })
+  const orgId = useId()
+  const orgs = useOrganizations()
   const list = orgs.data?.organizations ?? []
   const [target, setTarget] = useState('')
   const [name, setName] = useState(prompt.name)
@@ -166,8 +147,8 @@ function Fork({ prompt }: { prompt: PublicPrompt }) {
   const forked = fork.data
   const into = list.find((o) => o._id === forked?.organizationId)
   return (
-    <section className="panel" aria-labelledby={`${ids.org}-title`}>
-      <h2 id={`${ids.org}-title`}>Fork into a workspace</h2>
+    <section className="panel" aria-labelledby={`${orgId}-title`}>
+      <h2 id={`${orgId}-title`}>Fork into a workspace</h2>
       <p className="hint">A private copy of version {prompt.version}, published there as its version 1.</p>
       {orgs.isPending && <Loading label="Loading your organizations" />}
       <ErrorBanner error={orgs.error} />
@@ -180,8 +161,8 @@ function Fork({ prompt }: { prompt: PublicPrompt }) {
           }}
         >
           <div className="field">
-            <label htmlFor={ids.org}>Workspace</label>
-            <select id={ids.org} value={organizationId} onChange={(e) => setTarget(e.target.value)}>
+            <label htmlFor={orgId}>Workspace</label>
+            <select id={orgId} value={organizationId} onChange={(e) => setTarget(e.target.value)}>
               {list.map((o) => (
                 <option key={o._id} value={o._id}>
                   {o.name}
@@ -189,16 +170,13 @@ function Fork({ prompt }: { prompt: PublicPrompt }) {
               ))}
             </select>
           </div>
-          <div className="field">
-            <label htmlFor={ids.name}>Name of the copy</label>
-            <input
-              id={ids.name}
-              required
-              maxLength={200}
-              value={name}
-              onChange={(e) => setName(e.target.value)}
-            />
-          </div>
+          <Field
+            label="Name of the copy"
+            required
+            maxLength={200}
+            value={name}
+            onChange={(e) => setName(e.target.value)}
+          />
           <button type="submit" className="btn btn-primary" disabled={fork.isPending || name.trim() === ''}>
             Fork
           </button>

@@ -1,8 +1,8 @@
 import { type ApiKey, type CreatedApiKey, SCOPES, type Scope } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { useId, useState } from 'react'
+import { useState } from 'react'
 import { client, useSignedIn } from '../../session.ts'
-import { ConfirmDialog, Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { ActionsHeader, ConfirmDialog, Empty, ErrorBanner, Field, Loading, TagList, When } from '../../ui.tsx'
 import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
 
 const SCOPE_HINTS: Record<Scope, string> = {
@@ -79,9 +79,7 @@ function ManageKeys() {
                 <th scope="col">Rate limit</th>
                 <th scope="col">Last used</th>
                 <th scope="col">State</th>
-                <th scope="col">
-                  <span className="sr-only">Actions</span>
-                </th>
+                <ActionsHeader />
               </tr>
             </thead>
             <tbody>
@@ -96,13 +94,7 @@ function ManageKeys() {
                       {k.prefix}…
                     </td>
                     <td data-label="Scopes">
-                      <ul className="tags" aria-label="Scopes">
-                        {k.scopes.map((s) => (
-                          <li key={s} className="tag">
-                            {s}
-                          </li>
-                        ))}
-                      </ul>
+                      <TagList label="Scopes" tags={k.scopes} />
                     </td>
                     <td data-label="Expires">{k.expiresAt ? <When at={k.expiresAt} /> : 'never'}</td>
                     <td data-label="Rate limit">
@@ -147,14 +139,13 @@ function ManageKeys() {
         open={revoking !== null}
         title={`Revoke “${revoking?.name ?? ''}”?`}
         message={
-          <>
-            <p>
-              Every request made with <span className="mono">{revoking?.prefix}…</span> is refused from now on
-              (401). This cannot be undone: a script that uses it needs a new key.
-            </p>
-            <ErrorBanner error={revoke.error} title="Not revoked" />
-          </>
+          <p>
+            Every request made with <span className="mono">{revoking?.prefix}…</span> is refused from now on
+            (401). This cannot be undone: a script that uses it needs a new key.
+          </p>
         }
+        error={revoke.error}
+        errorTitle="Not revoked"
         confirmLabel="Revoke key"
         busy={revoke.isPending}
         onConfirm={() => revoking && revoke.mutate(revoking)}
@@ -166,7 +157,6 @@ function ManageKeys() {
 
 function CreateKey({ onCreated }: { onCreated: (created: CreatedApiKey) => void }) {
   const { organizationId } = useSignedIn()
-  const ids = { name: useId(), expires: useId(), points: useId(), window: useId() }
   const [name, setName] = useState('')
   const [scopes, setScopes] = useState<Scope[]>(['prompts:read'])
   const [expires, setExpires] = useState('')
@@ -203,17 +193,14 @@ function CreateKey({ onCreated }: { onCreated: (created: CreatedApiKey) => void 
           create.mutate()
         }}
       >
-        <div className="field">
-          <label htmlFor={ids.name}>Key name</label>
-          <input
-            id={ids.name}
-            required
-            maxLength={100}
-            placeholder="billing-backend"
-            value={name}
-            onChange={(e) => setName(e.target.value)}
-          />
-        </div>
+        <Field
+          label="Key name"
+          required
+          maxLength={100}
+          placeholder="billing-backend"
+          value={name}
+          onChange={(e) => setName(e.target.value)}
+        />
         <fieldset className="fieldset">
           <legend>Scopes</legend>
           {SCOPES.map((s) => (
@@ -228,41 +215,32 @@ function CreateKey({ onCreated }: { onCreated: (created: CreatedApiKey) => void 
           ))}
         </fieldset>
         <div className="grid-3">
-          <div className="field">
-            <label htmlFor={ids.expires}>Expires on (optional)</label>
-            <input
-              id={ids.expires}
-              type="date"
-              min={today}
-              value={expires}
-              onChange={(e) => setExpires(e.target.value)}
-            />
-          </div>
-          <div className="field">
-            <label htmlFor={ids.points}>Requests per window (optional)</label>
-            <input
-              id={ids.points}
-              type="number"
-              min={1}
-              max={1_000_000}
-              placeholder="service default"
-              value={points}
-              onChange={(e) => setPoints(e.target.value)}
-            />
-          </div>
-          <div className="field">
-            <label htmlFor={ids.window}>Window in seconds</label>
-            <input
-              id={ids.window}
-              type="number"
-              min={1}
-              max={86_400}
-              required={points !== ''}
-              disabled={points === ''}
-              value={windowSeconds}
-              onChange={(e) => setWindowSeconds(e.target.value)}
-            />
-          </div>
+          <Field
+            label="Expires on (optional)"
+            type="date"
+            min={today}
+            value={expires}
+            onChange={(e) => setExpires(e.target.value)}
+          />
+          <Field
+            label="Requests per window (optional)"
+            type="number"
+            min={1}
+            max={1_000_000}
+            placeholder="service default"
+            value={points}
+            onChange={(e) => setPoints(e.target.value)}
+          />
+          <Field
+            label="Window in seconds"
+            type="number"
+            min={1}
+            max={86_400}
+            required={points !== ''}
+            disabled={points === ''}
+            value={windowSeconds}
+            onChange={(e) => setWindowSeconds(e.target.value)}
+          />
         </div>
         {scopes.length === 0 && <p className="hint hint-warn">Choose at least one scope.</p>}
         <ErrorBanner error={create.error} title="No key was created" />

@@ -2,7 +2,7 @@ import { type Member, ROLES, type Role } from '@pm/contracts'
 import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { useId, useState } from 'react'
 import { client, useSignedIn } from '../../session.ts'
-import { ConfirmDialog, Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { ActionsHeader, ConfirmDialog, Empty, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, settingsKeys, useMembers, useMyRole } from './common.tsx'
 
 type Status = 'ACTIVE' | 'SUSPENDED'
@@ -89,11 +89,7 @@ export function Members() {
                 <th scope="col">Role</th>
                 <th scope="col">Status</th>
                 <th scope="col">Member since</th>
-                {manager && (
-                  <th scope="col">
-                    <span className="sr-only">Actions</span>
-                  </th>
-                )}
+                {manager && <ActionsHeader />}
               </tr>
             </thead>
             <tbody>
@@ -171,14 +167,13 @@ export function Members() {
         open={removing !== null}
         title={`Remove ${removing?.name || removing?.email || ''}?`}
         message={
-          <>
-            <p>
-              Their membership ends now: they lose access to this organization's prompts. Their account and
-              other organizations are untouched.
-            </p>
-            <ErrorBanner error={remove.error} title="Not removed" />
-          </>
+          <p>
+            Their membership ends now: they lose access to this organization's prompts. Their account and
+            other organizations are untouched.
+          </p>
         }
+        error={remove.error}
+        errorTitle="Not removed"
         confirmLabel="Remove member"
         busy={remove.isPending}
         onConfirm={() => removing && remove.mutate(removing)}
@@ -191,7 +186,6 @@ export function Members() {
 function AddMember({ onAdded }: { onAdded: (notice: string) => void }) {
   const { organizationId } = useSignedIn()
   const queryClient = useQueryClient()
-  const emailId = useId()
   const roleId = useId()
   const [email, setEmail] = useState('')
   const [role, setRole] = useState<Role>('MEMBER')
@@ -216,17 +210,15 @@ function AddMember({ onAdded }: { onAdded: (notice: string) => void }) {
           add.mutate()
         }}
       >
-        <div className="field grow">
-          <label htmlFor={emailId}>Email</label>
-          <input
-            id={emailId}
-            type="email"
-            required
-            maxLength={254}
-            value={email}
-            onChange={(e) => setEmail(e.target.value)}
-          />
-        </div>
+        <Field
+          label="Email"
+          fieldClass="grow"
+          type="email"
+          required
+          maxLength={254}
+          value={email}
+          onChange={(e) => setEmail(e.target.value)}
+        />
         <div className="field">
           <label htmlFor={roleId}>Role</label>
           <select id={roleId} value={role} onChange={(e) => setRole(e.target.value as Role)}>

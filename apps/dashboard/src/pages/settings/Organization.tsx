@@ -1,8 +1,8 @@
 import type { Organization as Org } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useId, useState } from 'react'
-import { client, session, useSignedIn } from '../../session.ts'
-import { ErrorBanner, Loading, When } from '../../ui.tsx'
+import { client, organizationsKey, session, useOrganizations, useSignedIn } from '../../session.ts'
+import { ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, settingsKeys, useMyRole } from './common.tsx'
 
 /** The current organization's name; the caller's organizations (switch); a new one. */
@@ -34,7 +34,7 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
     mutationFn: () => client.api.updateOrganization({ params: { id: organizationId }, body: { name } }),
     onSuccess: (updated) => {
       queryClient.setQueryData(settingsKeys.organization(organizationId), updated)
-      queryClient.invalidateQueries({ queryKey: ['organizations'] })
+      queryClient.invalidateQueries({ queryKey: organizationsKey })
       setSaved(true)
     },
   })
@@ -52,23 +52,22 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
             rename.mutate()
           }}
         >
-          <div className="field">
-            <label htmlFor={nameId}>Organization name</label>
-            <input
-              id={nameId}
-              required
-              maxLength={200}
-              value={name}
-              disabled={!allowed}
-              onChange={(e) => {
-                setName(e.target.value)
-                setSaved(false)
-              }}
-            />
+          <Field
+            label="Organization name"
+            id={nameId}
+            required
+            maxLength={200}
+            value={name}
+            disabled={!allowed}
+            onChange={(e) => {
+              setName(e.target.value)
+              setSaved(false)
+            }}
+          >
             <span className="hint">
               Slug <span className="mono">{org.data.slug}</span> · created <When at={org.data.createdAt} />
             </span>
-          </div>
+          </Field>
           {!rolePending && !allowed && <NotAllowed what="rename it" role={role} />}
           <ErrorBanner error={rename.error} title="Not renamed" />
           {saved && (
@@ -90,10 +89,7 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
 }
 
 function YourOrganizations({ current }: { current: string | null }) {
-  const orgs = useQuery({
-    queryKey: ['organizations'],
-    queryFn: () => client.api.listOrganizations(),
-  })
+  const orgs = useOrganizations()
   const [error, setError] = useState<unknown>(null)
   const [busy, setBusy] = useState<string | null>(null)
   const list = orgs.data?.organizations ?? []
@@ -146,7 +142,7 @@ function CreateOrganization() {
     mutationFn: () => client.api.createOrganization({ body: { name: name.trim() } }),
     onSuccess: () => {
       setName('')
-      queryClient.invalidateQueries({ queryKey: ['organizations'] })
+      queryClient.invalidateQueries({ queryKey: organizationsKey })
     },
   })
   const created = create.data
@@ -161,16 +157,14 @@ function CreateOrganization() {
           create.mutate()
         }}
       >
-        <div className="field">
-          <label htmlFor={nameId}>New organization name</label>
-          <input
-            id={nameId}
-            required
-            maxLength={200}
-            value={name}
-            onChange={(e) => setName(e.target.value)}
-          />
-        </div>
+        <Field
+          label="New organization name"
+          id={nameId}
+          required
+          maxLength={200}
+          value={name}
+          onChange={(e) => setName(e.target.value)}
+        />
         <button type="submit" className="btn btn-primary" disabled={create.isPending || name.trim() === ''}>
           Create organization
         </button>

@@ -3,7 +3,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import { useId, useState } from 'react'
 import { Link, useParams } from 'react-router'
 import { client, useSignedIn } from '../../session.ts'
-import { Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { Empty, ErrorBanner, Loading, Pager, When } from '../../ui.tsx'
 import { deliveryOutcome } from './Webhooks.tsx'
 import { isManager, NotAllowed, settingsKeys, useMyRole } from './common.tsx'
 
@@ -119,22 +119,7 @@ function DeliveryLog() {
               <Delivery key={d._id} delivery={d} active={hook.data.active} onChanged={refresh} />
             ))}
           </ol>
-          <nav className="pager" aria-label="Pages">
-            <button type="button" className="btn" disabled={page <= 1} onClick={() => setPage(page - 1)}>
-              Previous page
-            </button>
-            <span>
-              Page {data.pagination.page} of {Math.max(1, data.pagination.totalPages)}
-            </span>
-            <button
-              type="button"
-              className="btn"
-              disabled={!data.pagination.hasNextPage}
-              onClick={() => setPage(page + 1)}
-            >
-              Next page
-            </button>
-          </nav>
+          <Pager page={page} pagination={data.pagination} onPage={setPage} />
         </>
       )}
     </>

@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useId, useState } from 'react'
 import { Link } from 'react-router'
 import { client, useSignedIn } from '../../session.ts'
-import { ConfirmDialog, Dialog, Empty, ErrorBanner, Loading, When } from '../../ui.tsx'
+import { ConfirmDialog, Dialog, Empty, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
 
 type EventType = (typeof EVENT_TYPES)[number]
@@ -112,19 +112,18 @@ function CreateWebhook({ onCreated }: { onCreated: (created: CreatedWebhook) => 
           create.mutate()
         }}
       >
-        <div className="field">
-          <label htmlFor={urlId}>Endpoint URL</label>
-          <input
-            id={urlId}
-            type="url"
-            required
-            maxLength={2048}
-            placeholder="https://example.com/hooks/prompts"
-            value={url}
-            onChange={(e) => setUrl(e.target.value)}
-          />
+        <Field
+          label="Endpoint URL"
+          id={urlId}
+          type="url"
+          required
+          maxLength={2048}
+          placeholder="https://example.com/hooks/prompts"
+          value={url}
+          onChange={(e) => setUrl(e.target.value)}
+        >
           <span className="hint">The service refuses addresses inside private networks.</span>
-        </div>
+        </Field>
         <EventChoice events={events} onChange={setEvents} />
         <label className="check">
           <input type="checkbox" checked={active} onChange={(e) => setActive(e.target.checked)} />
@@ -236,14 +235,13 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
         open={deleting}
         title="Delete this webhook?"
         message={
-          <>
-            <p>
-              <span className="mono wrap">{w.url}</span> stops receiving events, and its delivery log is
-              deleted with it.
-            </p>
-            <ErrorBanner error={remove.error} title="Not deleted" />
-          </>
+          <p>
+            <span className="mono wrap">{w.url}</span> stops receiving events, and its delivery log is deleted
+            with it.
+          </p>
         }
+        error={remove.error}
+        errorTitle="Not deleted"
         confirmLabel="Delete webhook"
         busy={remove.isPending}
         onConfirm={() => remove.mutate()}
