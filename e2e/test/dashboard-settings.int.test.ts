@@ -705,6 +705,44 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     }
   })
 
+  it('the catalog’s try-it fills a chat prompt’s placeholder with a list of messages', async () => {
+    const chat = await call<Data<{ _id: string }>>(base, 'POST', '/api/v1/prompts', {
+      token: adminToken,
+      body: {
+        name: 'Public support chat',
+        type: 'chat',
+        messages: [
+          { role: 'system', content: 'You help {{ customer }}.' },
+          { type: 'placeholder', name: 'history' },
+        ],
+      },
+    })
+    expect(chat.status).toBe(201)
+    const id = chat.body.data._id
+    await call(base, 'POST', `/api/v1/prompts/${id}/publish`, { token: adminToken, body: {} })
+    await call(base, 'PATCH', `/api/v1/prompts/${id}`, { token: adminToken, body: { isPublic: true } })
+    const guest = await browser.newContext({ viewport: WIDTHS[1], locale: 'en-GB', timezoneId: 'UTC' })
+    const g = await guest.newPage()
+    watch(g)
+    try {
+      await g.goto(`${base}/catalog/${id}`)
+      await g.getByRole('button', { name: 'Invoke' }).waitFor()
+      await g.getByLabel(/^customer/).fill('Ada')
+      // Not a JSON list: said in the form, nothing sent.
+      await g.getByLabel(/^history/).fill('hello')
+      await g.getByRole('button', { name: 'Invoke' }).click()
+      await expect.poll(() => g.getByRole('alert').innerText()).toContain('history: write a JSON list')
+      await g.getByLabel(/^history/).fill('[{"role": "user", "content": "Where is my order?"}]')
+      await g.getByRole('button', { name: 'Invoke' }).click()
+      await expect
+        .poll(() => g.locator('.rendered-messages pre').allInnerTexts())
+        .toEqual(['You help Ada.', 'Where is my order?'])
+      await check('catalog-chat', g)
+    } finally {
+      await guest.close()
+    }
+  })
+
   it('webhooks to private addresses are refused by default, with the service’s message', async () => {
     const strict = await startService(dashboardDir)
     const ctx = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })

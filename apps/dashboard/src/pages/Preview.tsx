@@ -1,12 +1,12 @@
 import type { EnvironmentName, InjectResult, InvokeResult } from '@pm/contracts'
 import { useMutation } from '@tanstack/react-query'
 import { type FormEvent, type ReactNode, useState } from 'react'
-import { chatVariableNames } from '@pm/template'
 import { PLACEHOLDER } from '../TemplateEditor.tsx'
 import { RenderedMessages } from '../chat.tsx'
 import { usePrompt, useVersions } from '../prompt.ts'
 import { client } from '../session.ts'
 import { ErrorBanner } from '../ui.tsx'
+import { listVariables, suppliedVariables, VariableFields } from '../variables.tsx'
 
 /** Rendered text with the placeholders that stayed unresolved marked where they are. */
 function Highlighted({ text, unresolved }: { text: string; unresolved: readonly string[] }) {
@@ -25,14 +25,6 @@ function Highlighted({ text, unresolved }: { text: string; unresolved: readonly 
   }
   parts.push(text.slice(last))
   return <pre className="rendered">{parts}</pre>
-}
-
-function parseList(name: string, text: string): unknown {
-  try {
-    return JSON.parse(text)
-  } catch {
-    throw new Error(`${name}: write a JSON list such as [{"role": "user", "content": "Hi"}]`)
-  }
 }
 
 /** The config a rendering carries (chat and text prompts alike). */
@@ -57,14 +49,8 @@ export function Preview() {
   const [source, setSource] = useState('env:production')
 
   // A chat prompt's placeholder messages take a list of messages: their field holds JSON.
-  const lists = new Set(prompt.type === 'chat' ? chatVariableNames(prompt.messages ?? []).placeholders : [])
-  // Empty fields are left out, so defaults apply and unresolved placeholders show.
-  const supplied = () =>
-    Object.fromEntries(
-      Object.entries(values)
-        .filter(([, v]) => v !== '')
-        .map(([name, v]) => [name, lists.has(name) ? parseList(name, v) : v]),
-    )
+  const lists = listVariables(prompt)
+  const supplied = () => suppliedVariables(values, lists)
 
   const inject = useMutation<InjectResult>({
     mutationFn: () =>
@@ -90,37 +76,13 @@ export function Preview() {
       <form onSubmit={renderDraft} className="panel">
         <h2>Variables</h2>
         {prompt.variables.length === 0 && <p className="muted">This draft has no variables.</p>}
-        {prompt.variables.map((v) => (
-          <div className="field" key={v.name}>
-            <label htmlFor={`var-${v.name}`}>
-              <span className="mono">{v.name}</span>
-              {v.required && <span className="muted small"> (required)</span>}
-            </label>
-            {lists.has(v.name) ? (
-              <textarea
-                id={`var-${v.name}`}
-                className="mono"
-                rows={3}
-                value={values[v.name] ?? ''}
-                placeholder='[{"role": "user", "content": "Hi"}]'
-                onChange={(e) => setValues({ ...values, [v.name]: e.target.value })}
-              />
-            ) : (
-              <input
-                id={`var-${v.name}`}
-                value={values[v.name] ?? ''}
-                placeholder={v.defaultValue !== undefined ? `Default: ${v.defaultValue}` : ''}
-                aria-describedby={v.description ? `var-${v.name}-hint` : undefined}
-                onChange={(e) => setValues({ ...values, [v.name]: e.target.value })}
-              />
-            )}
-            {v.description && (
-              <span id={`var-${v.name}-hint`} className="hint">
-                {v.description}
-              </span>
-            )}
-          </div>
-        ))}
+        <VariableFields
+          variables={prompt.variables}
+          lists={lists}
+          values={values}
+          onChange={setValues}
+          idPrefix="var"
+        />
         <div className="actions">
           <button type="submit" className="btn btn-primary" disabled={inject.isPending}>
             Render draft

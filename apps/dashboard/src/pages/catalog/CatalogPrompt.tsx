@@ -5,6 +5,8 @@ import { Link, useParams } from 'react-router'
 import { client, useOrganizations, useSession } from '../../session.ts'
 import { ConfigAndVariables, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { useOpenIn } from '../settings/common.tsx'
+import { RenderedMessages } from '../../chat.tsx'
+import { listVariables, suppliedVariables, VariableFields } from '../../variables.tsx'
 
 /** One public prompt: its published content, a variables form to render it, and a fork. */
 export function CatalogPrompt() {
@@ -69,12 +71,12 @@ export function CatalogPrompt() {
 function TryIt({ prompt }: { prompt: PublicPrompt }) {
   const [values, setValues] = useState<Record<string, string>>({})
   const formId = useId()
+  const lists = listVariables(prompt)
   const invoke = useMutation({
     mutationFn: () =>
       client.api.invokePublicPrompt({
         params: { id: prompt._id },
-        // Empty fields are left out so the defaults apply.
-        body: { variables: Object.fromEntries(Object.entries(values).filter(([, v]) => v !== '')) },
+        body: { variables: suppliedVariables(values, lists) },
       }),
   })
   return (
@@ -87,21 +89,13 @@ function TryIt({ prompt }: { prompt: PublicPrompt }) {
         }}
       >
         {prompt.variables.length === 0 && <p className="muted small">This prompt takes no variables.</p>}
-        {prompt.variables.map((v) => (
-          <div className="field" key={v.name}>
-            <label htmlFor={`${formId}-${v.name}`}>
-              {v.name}
-              {v.required && <span className="muted small"> (required)</span>}
-            </label>
-            <input
-              id={`${formId}-${v.name}`}
-              value={values[v.name] ?? ''}
-              placeholder={v.defaultValue ?? ''}
-              onChange={(e) => setValues({ ...values, [v.name]: e.target.value })}
-            />
-            {v.description && <span className="hint">{v.description}</span>}
-          </div>
-        ))}
+        <VariableFields
+          variables={prompt.variables}
+          lists={lists}
+          values={values}
+          onChange={setValues}
+          idPrefix={formId}
+        />
         <button type="submit" className="btn btn-primary" disabled={invoke.isPending}>
           Invoke
         </button>
@@ -111,14 +105,7 @@ function TryIt({ prompt }: { prompt: PublicPrompt }) {
         <>
           <h3 className="small">Rendered (version {invoke.data.version})</h3>
           {invoke.data.renderedMessages ? (
-            <ol className="plain">
-              {invoke.data.renderedMessages.map((m, i) => (
-                <li key={i}>
-                  <strong className="small">{m.role}</strong>
-                  <pre className="rendered">{m.content}</pre>
-                </li>
-              ))}
-            </ol>
+            <RenderedMessages messages={invoke.data.renderedMessages} />
           ) : (
             <pre className="rendered">{invoke.data.renderedContent}</pre>
           )}
