@@ -165,7 +165,16 @@ async function startFull(): Promise<Chain> {
       'apps/embedded/src/main.ts',
       // Operating settings pass through in embedded mode (one process, one metrics port), so the
       // cost of metrics and traces can be measured: METRICS_PORT=9464 pnpm bench:invoke.
-      { ...common, ...passThrough(['METRICS_PORT', 'OTEL_EXPORTER_OTLP_ENDPOINT']), PORT: String(port) },
+      {
+        ...common,
+        ...passThrough([
+          'METRICS_PORT',
+          'OTEL_EXPORTER_OTLP_ENDPOINT',
+          'OTEL_TRACES_SAMPLER',
+          'OTEL_TRACES_SAMPLER_ARG',
+        ]),
+        PORT: String(port),
+      },
       logDir,
       nodeFlags,
     )

@@ -11,7 +11,16 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace'
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type Sampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from '@opentelemetry/sdk-trace'
+import type { TracesSampler } from './settings.ts'
 import type { Carrier, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracing.ts'
 
 /**
@@ -35,10 +44,26 @@ const getter = {
   },
 }
 
-export function createOtelTracing(opts: { endpoint: string; serviceName: string }): Tracing {
+/** The sampler OTEL_TRACES_SAMPLER names (OTEL_TRACES_SAMPLER_ARG: the ratio). */
+export function samplerFor(name: TracesSampler, ratio: number): Sampler {
+  const root = name.endsWith('always_on')
+    ? new AlwaysOnSampler()
+    : name.endsWith('always_off')
+      ? new AlwaysOffSampler()
+      : new TraceIdRatioBasedSampler(ratio)
+  return name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root
+}
+
+export function createOtelTracing(opts: {
+  endpoint: string
+  serviceName: string
+  sampler: TracesSampler
+  ratio: number
+}): Tracing {
   const exporter = new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
+    sampler: samplerFor(opts.sampler, opts.ratio),
     // Exported within a second: a trace is in the backend while the request is still in mind.
     spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })],
   })

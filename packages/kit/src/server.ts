@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { ConfigError, loadConfig } from './config.ts'
 import { Metrics, type MetricsServer, serveMetrics } from './metrics.ts'
-import { commonSettings } from './settings.ts'
+import { commonSettings, type TracesSampler } from './settings.ts'
 import { type Tracing, type TracingSettings, tracingFor } from './tracing.ts'
 
 export interface ListenOptions {
@@ -115,6 +115,8 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
   HOST: string
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
   OTEL_SERVICE_NAME?: string | undefined
+  OTEL_TRACES_SAMPLER?: TracesSampler | undefined
+  OTEL_TRACES_SAMPLER_ARG?: number | undefined
 } {
   return loadConfig(
     Type.Object({
@@ -122,6 +124,8 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
       HOST: commonSettings.HOST,
       OTEL_EXPORTER_OTLP_ENDPOINT: commonSettings.OTEL_EXPORTER_OTLP_ENDPOINT,
       OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,
+      OTEL_TRACES_SAMPLER: commonSettings.OTEL_TRACES_SAMPLER,
+      OTEL_TRACES_SAMPLER_ARG: commonSettings.OTEL_TRACES_SAMPLER_ARG,
     }),
     env,
   )

@@ -1,5 +1,16 @@
 import { Type } from '@sinclair/typebox'
 
+/** OpenTelemetry's standard sampler names (OTEL_TRACES_SAMPLER), those that need no plugin. */
+export const TRACES_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const
+export type TracesSampler = (typeof TRACES_SAMPLERS)[number]
+
 /** Settings every service shares; each service's config schema spreads these in. */
 export const commonSettings = {
   NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], {
@@ -16,6 +27,13 @@ export const commonSettings = {
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://' })),
   /** service.name of the traces (default: the service's own name; the embedded default: prompt-service). */
   OTEL_SERVICE_NAME: Type.Optional(Type.String({ minLength: 1 })),
+  /**
+   * Which requests are traced, by OpenTelemetry's standard names (default parentbased_always_on:
+   * every request, or as the caller's traceparent says). With a ratio, OTEL_TRACES_SAMPLER_ARG.
+   */
+  OTEL_TRACES_SAMPLER: Type.Optional(Type.Union(TRACES_SAMPLERS.map((s) => Type.Literal(s)))),
+  /** The share of traces kept by the traceidratio samplers, 0 to 1 (default 1). */
+  OTEL_TRACES_SAMPLER_ARG: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
   /** Signs the caller context between the gateway and the services. */
   INTERNAL_AUTH_SECRET: Type.String({ minLength: 32 }),
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { TracesSampler } from './settings.ts'
 
 /**
  * Tracing seam. Nothing of OpenTelemetry is imported here: `tracingFor` loads the SDK
@@ -40,6 +41,8 @@ export interface Tracing {
 export interface TracingSettings {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
   OTEL_SERVICE_NAME?: string | undefined
+  OTEL_TRACES_SAMPLER?: TracesSampler | undefined
+  OTEL_TRACES_SAMPLER_ARG?: number | undefined
 }
 
 /** The process's tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set (SDK loaded now), else undefined. */
@@ -49,6 +52,8 @@ export async function tracingFor(config: TracingSettings, serviceName: string): 
   return createOtelTracing({
     endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT,
     serviceName: config.OTEL_SERVICE_NAME ?? serviceName,
+    sampler: config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
+    ratio: config.OTEL_TRACES_SAMPLER_ARG ?? 1,
   })
 }
 
