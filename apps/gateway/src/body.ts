@@ -42,16 +42,31 @@ export function readBody(stream: Readable, limit: number): Promise<Buffer> {
 }
 
 /**
+ * The largest body an API key's request streams through unread: invoke bodies are a few hundred
+ * bytes. A larger one (or one of unknown length) is read here as before, so that the gateway
+ * itself refuses an oversized or unreadable body, and never streams a large body into a service
+ * that may answer before reading it all (the client would see the connection cut, not the 413).
+ */
+export const UNREAD_BODY_MAX = 64 * 1024
+
+/**
  * Whether the gateway must read the body before deciding: a login (the email's budget), a
  * fork target, or the workspace of a route a user token calls (organizationId may be in it).
- * With an API key the workspace is the key's own: the body is streamed through unread, and the
- * service refuses a body `organizationId` naming another workspace (kit's route(), 404), by the
- * same parser the gateway would have used. That saves the invoke hot path a read, a parse and
- * a re-stream of every body.
+ * With an API key the workspace is the key's own: a small body of declared length is streamed
+ * through unread, and the service refuses a body `organizationId` naming another workspace
+ * (kit's route(), 404), by the same parser the gateway would have used. That saves the invoke
+ * hot path a read, a parse and a re-stream of every body.
  */
-export function needsBody(policy: RoutePolicy, credential: 'apiKey' | 'user' | null): boolean {
+export function needsBody(
+  policy: RoutePolicy,
+  credential: 'apiKey' | 'user' | null,
+  contentLength?: string | undefined,
+): boolean {
   if (policy.limit === 'login' || policy.target !== undefined) return true
-  return policy.org === 'context' && policy.auth !== 'public' && credential !== 'apiKey'
+  if (policy.org !== 'context' || policy.auth === 'public') return false
+  if (credential !== 'apiKey') return true
+  const length = contentLength === undefined ? Number.NaN : Number(contentLength)
+  return !(Number.isSafeInteger(length) && length <= UNREAD_BODY_MAX)
 }
 
 /**
@@ -69,7 +84,7 @@ export async function peekBody(
 ): Promise<void> {
   if (
     !(request.body instanceof Readable) ||
-    !needsBody(policy, credential) ||
+    !needsBody(policy, credential, request.headers['content-length']) ||
     policy.bodyType === 'multipart'
   )
     return
