@@ -82,10 +82,13 @@ describe('metrics (distributed mode): each process on its own METRICS_PORT', () 
       )
     const before = await scrapeAll()
     await workload(stack.gateway, receiver)
-    // The outbox backlog is read at scrape time: once the event is sent it is back to 0.
-    await vi.waitFor(async () =>
-      expect(total(await scrape(stack.metricsPorts.prompts ?? 0), 'pm_outbox_backlog_events')).toBe(0),
-    )
+    // The outbox gauges are read at scrape time: once the event is sent both are back to 0
+    // (the oldest-unsent age is read by its own query, so it is waited for too).
+    await vi.waitFor(async () => {
+      const outbox = await scrape(stack.metricsPorts.prompts ?? 0)
+      expect(total(outbox, 'pm_outbox_backlog_events')).toBe(0)
+      expect(total(outbox, 'pm_outbox_oldest_unsent_age_seconds')).toBe(0)
+    })
     const after = await scrapeAll()
     const at = (n: string) => ({ b: before[n] ?? [], a: after[n] ?? [] })
 
