@@ -1,10 +1,20 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
 import { EVENT_SUBJECTS, EVENT_TYPES } from '@pm/contracts'
-import { connectMongo, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import {
+  connectMongo,
+  createService,
+  loadSecretBox,
+  type Metrics,
+  type SecretBox,
+  type Service,
+  type Tracing,
+  traceMethods,
+} from '@pm/kit'
 import type { WebhooksConfig } from './config.ts'
 import type { HostLookup } from './services/ssrf.ts'
 import { webhookRoutes } from './routes/webhooks.ts'
+import { resealSecrets } from './services/secrets.ts'
 import { MongoWebhookStore } from './store/mongo.ts'
 import { SqliteWebhookStore } from './store/sqlite.ts'
 import type { WebhookStore } from './store/types.ts'
@@ -27,6 +37,8 @@ export interface WebhooksAppOptions {
   metrics?: Metrics
   /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
   tracing?: Tracing
+  /** Seals the signing secrets; by default from SECRETS_KEY or, in the embedded default, DATA_DIR/secret.key. */
+  secrets?: SecretBox
 }
 
 export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookStore> {
@@ -44,7 +56,16 @@ export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookS
 export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   const { config } = opts
   const { tracing } = opts
+  // Before anything connects: without SECRETS_KEY the distributed mode stops here, saying so.
+  const secrets = opts.secrets ?? loadSecretBox(config)
   const ownStore = opts.store ?? (await openWebhookStore(config))
+  let resealed: number
+  try {
+    resealed = await resealSecrets(ownStore, secrets)
+  } catch (err) {
+    if (!opts.store) await ownStore.close()
+    throw err
+  }
   const store = tracing ? traceMethods(ownStore, tracing, 'webhooks.store') : ownStore
   const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'webhooks'))
   const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
@@ -57,8 +78,10 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
     metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
     ...(tracing ? { tracing } : {}),
   })
+  if (resealed > 0) app.log.info({ resealed }, 'signing secrets sealed under the current key')
   const worker = new DeliveryWorker({
     store,
+    secrets,
     log: app.log,
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
@@ -71,6 +94,7 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   })
   const webhooks = new Webhooks({
     store,
+    secrets,
     worker,
     log: app.log,
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_TARGETS,

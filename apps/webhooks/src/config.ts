@@ -1,10 +1,11 @@
-import { busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
+import { busSettings, commonSettings, loadConfig, secretsSettings, storeSettings } from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
 export const WebhooksConfigSchema = Type.Object({
   ...commonSettings,
   ...storeSettings,
   ...busSettings,
+  ...secretsSettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4004 }),
   /** Lets deliveries reach private, loopback and link-local addresses (tests, closed networks). */
   WEBHOOK_ALLOW_PRIVATE_TARGETS: Type.Boolean({ default: false }),

@@ -13,7 +13,7 @@ import {
   type WebhookDelivery,
   type WebhookDeliveryList,
 } from '@pm/contracts'
-import { newId } from '@pm/kit'
+import { newId, type SecretBox } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { generateSecret } from './domain/signature.ts'
 import { checkTargetUrl, type HostLookup, SsrfError } from './services/ssrf.ts'
@@ -25,6 +25,8 @@ export const CLOCK_SKEW_MS = 5 * 60_000
 
 export interface WebhooksOptions {
   store: WebhookStore
+  /** Seals each new signing secret, bound to its subscription, before it is stored. */
+  secrets: SecretBox
   worker: DeliveryWorker
   log: FastifyBaseLogger
   allowPrivate: boolean
@@ -164,13 +166,14 @@ export class Webhooks {
     }
     const now = new Date().toISOString()
     const secret = generateSecret()
+    const id = newId()
     const sub: SubscriptionRecord = {
-      _id: newId(),
+      _id: id,
       organizationId,
       url: input.url,
       events: input.events ?? [...DEFAULT_EVENT_TYPES],
       active: input.active ?? true,
-      secret,
+      secret: this.opts.secrets.seal(secret, id),
       createdAt: now,
       updatedAt: now,
       disabledAt: null,

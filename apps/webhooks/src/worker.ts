@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { type Metrics, newId, type Tracing } from '@pm/kit'
+import { type Metrics, newId, type SecretBox, type Tracing } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { sendDelivery } from './services/deliver.ts'
 import { decideOutcome, GONE_REASON } from './domain/outcome.ts'
@@ -13,6 +13,8 @@ export const DISABLED_REASON = 'the webhook is disabled'
 
 export interface WorkerOptions {
   store: WebhookStore
+  /** Opens a subscription's signing secret for the moment of signing. */
+  secrets: SecretBox
   log: FastifyBaseLogger
   allowPrivate: boolean
   timeoutMs: number
@@ -194,7 +196,7 @@ export class DeliveryWorker {
     const started = Date.now()
     const headers = {
       ...signDelivery({
-        secret: sub.secret,
+        secret: this.opts.secrets.open(sub.secret, sub._id),
         eventId: delivery.eventId,
         body: delivery.body,
         timestampSeconds: Math.floor(started / 1000),

@@ -102,6 +102,25 @@ for (const backend of backends) {
       await store?.close()
     })
 
+    it('rewrites the secrets the reseal callback changes, and only those', async () => {
+      const s = await open()
+      const org = newId()
+      const a = subscription(org, { secret: 'whsec_YQ==' })
+      const b = subscription(org, { secret: 'enc:v1:sealed' })
+      await s.createSubscription(a)
+      await s.createSubscription(b)
+      const seen = new Map<string, string>()
+      const n = await s.resealSecrets((id, stored) => {
+        seen.set(id, stored)
+        return stored.startsWith('whsec_') ? `enc:v1:${id}` : null
+      })
+      expect(n).toBe(1)
+      expect(seen.get(a._id)).toBe('whsec_YQ==')
+      expect(seen.get(b._id)).toBe('enc:v1:sealed')
+      expect((await s.getSubscriptionById(a._id))?.secret).toBe(`enc:v1:${a._id}`)
+      expect((await s.getSubscriptionById(b._id))?.secret).toBe('enc:v1:sealed')
+    })
+
     it('keeps subscriptions per workspace and finds the active ones for an event type', async () => {
       const s = await open()
       const org = newId()

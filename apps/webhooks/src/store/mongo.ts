@@ -283,6 +283,22 @@ export class MongoWebhookStore implements WebhookStore {
     return result.modifiedCount
   }
 
+  async resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number> {
+    let n = 0
+    const cursor = this.subscriptions.find({}, { projection: { _id: 1, secret: 1 } })
+    for await (const doc of cursor) {
+      const next = reseal(doc._id, doc.secret)
+      if (next === null) continue
+      // Compare-and-set: a replica that re-sealed it first wins, and nothing is sealed twice.
+      const res = await this.subscriptions.updateOne(
+        { _id: doc._id, secret: doc.secret },
+        { $set: { secret: next } },
+      )
+      n += res.modifiedCount
+    }
+    return n
+  }
+
   async check(): Promise<void> {
     await this.db.command({ ping: 1 })
   }

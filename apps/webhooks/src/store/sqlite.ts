@@ -117,6 +117,8 @@ export class SqliteWebhookStore implements WebhookStore {
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    // Freed space is zeroed, so a secret replaced by its sealed form leaves no clear copy behind.
+    this.db.exec('PRAGMA secure_delete = ON')
   }
 
   private run(sql: string, ...params: SQLInputValue[]): number {
@@ -412,6 +414,27 @@ export class SqliteWebhookStore implements WebhookStore {
       subscriptionId,
       now,
     )
+  }
+
+  async resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number> {
+    const changed = transaction(this.db, () => {
+      let n = 0
+      for (const r of queryAll(this.db, 'SELECT id, secret FROM subscriptions')) {
+        const next = reseal(s(r.id), s(r.secret))
+        if (next === null) continue
+        n += this.run(
+          'UPDATE subscriptions SET secret = ? WHERE id = ? AND secret = ?',
+          next,
+          s(r.id),
+          s(r.secret),
+        )
+      }
+      return n
+    })
+    // The WAL holds the pages as they were before: write them back into the database file and
+    // empty it, so that no clear secret is left in either file.
+    if (changed > 0) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+    return changed
   }
 
   async check(): Promise<void> {

@@ -6,7 +6,11 @@ export interface SubscriptionRecord {
   url: string
   events: string[]
   active: boolean
-  /** `whsec_...`: kept as is because every delivery is signed with it. */
+  /**
+   * The signing secret (`whsec_...`) sealed with the service's SecretBox, bound to `_id`
+   * (`enc:v1:...`); opened only to sign a delivery. A value from before secrets at rest is
+   * clear until the start-up migration (resealSecrets) seals it.
+   */
   secret: string
   createdAt: string
   updatedAt: string
@@ -139,6 +143,14 @@ export interface WebhookStore {
   ): Promise<DeliveryRecord | 'leased' | null>
   /** Marks the subscription's waiting (unleased) deliveries FAILED with `reason`. Returns how many. */
   failPending(subscriptionId: string, reason: string, now: string): Promise<number>
+
+  /**
+   * Rewrites stored secrets: `reseal` gets each subscription's id and stored secret and returns
+   * the value to store instead, or null to leave it. A secret changed meanwhile is left as it is
+   * (compare-and-set). Leaves no earlier value readable in the store's files where the backend
+   * allows it. Returns how many were rewritten.
+   */
+  resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number>
 
   check(): Promise<void>
   close(): Promise<void>

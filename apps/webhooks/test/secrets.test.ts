@@ -1,0 +1,166 @@
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import { MemoryBus } from '@pm/bus'
+import { type CallerContext, CONTEXT_HEADER, type CreatedWebhook } from '@pm/contracts'
+import { loadSecretBox, newId, SecretBox, signContext } from '@pm/kit'
+import { describe, expect, it } from 'vitest'
+import { buildApp, loadWebhooksConfig } from '../src/app.ts'
+import { generateSecret } from '../src/domain/signature.ts'
+import { SqliteWebhookStore } from '../src/store/sqlite.ts'
+
+const INTERNAL = randomBytes(32).toString('hex')
+const newKey = () => SecretBox.generateKey().toString('base64')
+const tempDir = () => mkdtempSync(join(tmpdir(), 'pm-webhooks-secrets-'))
+
+function start(dataDir: string, env: Record<string, string> = {}) {
+  const config = loadWebhooksConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    INTERNAL_AUTH_SECRET: INTERNAL,
+    DATA_DIR: dataDir,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    ...env,
+  })
+  return buildApp({ config, bus: new MemoryBus(20) })
+}
+
+async function createWebhook(dataDir: string, env: Record<string, string> = {}): Promise<CreatedWebhook> {
+  const app = await start(dataDir, env)
+  try {
+    await app.ready()
+    const org = newId()
+    const context: CallerContext = {
+      kind: 'user',
+      userId: newId(),
+      organizationId: org,
+      role: 'ADMIN',
+      scopes: ['organization:read', 'organization:write'],
+      requestId: 'test',
+    }
+    const res = await app.inject({
+      method: 'POST',
+      url: `/api/v1/organizations/${org}/webhooks`,
+      headers: { [CONTEXT_HEADER]: signContext(context, INTERNAL) },
+      payload: { url: 'http://127.0.0.1:9/in' },
+    })
+    expect(res.statusCode).toBe(201)
+    return res.json() as CreatedWebhook
+  } finally {
+    await app.close()
+  }
+}
+
+/** The stored secret of each subscription, read straight from webhooks.db. */
+function stored(dataDir: string): Map<string, string> {
+  const db = new DatabaseSync(join(dataDir, 'webhooks.db'), { readOnly: true })
+  try {
+    const rows = db.prepare('SELECT id, secret FROM subscriptions').all()
+    return new Map(rows.map((r) => [String(r.id), String(r.secret)]))
+  } finally {
+    db.close()
+  }
+}
+
+/** Whether `text` (or the key bytes inside a whsec_ secret) appears in the store's files. */
+function onDisk(dataDir: string, secret: string): boolean {
+  const needles = [Buffer.from(secret), Buffer.from(secret.slice('whsec_'.length), 'base64')]
+  return ['webhooks.db', 'webhooks.db-wal'].some((name) => {
+    const file = join(dataDir, name)
+    if (!existsSync(file)) return false
+    const bytes = readFileSync(file)
+    return needles.some((n) => bytes.includes(n))
+  })
+}
+
+describe('signing secrets at rest', () => {
+  it('stores a new secret sealed: its bytes are in neither webhooks.db nor its WAL', async () => {
+    const dir = tempDir()
+    const { webhook, secret } = await createWebhook(dir)
+    const value = stored(dir).get(webhook._id) ?? ''
+    expect(SecretBox.isSealed(value)).toBe(true)
+    expect(onDisk(dir, secret)).toBe(false)
+    // It opens with the generated key file, bound to its subscription and to no other.
+    const box = loadSecretBox({ DATA_DIR: dir })
+    expect(box.open(value, webhook._id)).toBe(secret)
+    expect(() => box.open(value, newId())).toThrow(/does not open/)
+  })
+
+  it('seals clear secrets from before on start, leaving no clear copy in the files', async () => {
+    const dir = tempDir()
+    const store = new SqliteWebhookStore(join(dir, 'webhooks.db'))
+    const secret = generateSecret()
+    const id = newId()
+    const now = new Date().toISOString()
+    await store.createSubscription({
+      _id: id,
+      organizationId: newId(),
+      url: 'https://hooks.example.com/in',
+      events: ['version.published'],
+      active: true,
+      secret,
+      createdAt: now,
+      updatedAt: now,
+      disabledAt: null,
+      disabledReason: null,
+    })
+    await store.close()
+    expect(onDisk(dir, secret)).toBe(true)
+
+    const app = await start(dir)
+    await app.ready()
+    await app.close()
+    const value = stored(dir).get(id) ?? ''
+    expect(SecretBox.isSealed(value)).toBe(true)
+    expect(loadSecretBox({ DATA_DIR: dir }).open(value, id)).toBe(secret)
+    expect(onDisk(dir, secret)).toBe(false)
+  })
+
+  it('rotates SECRETS_KEY: the previous key opens until the start re-seals under the new one', async () => {
+    const dir = tempDir()
+    const [a, b] = [newKey(), newKey()]
+    const { webhook, secret } = await createWebhook(dir, { SECRETS_KEY: a })
+    const underA = stored(dir).get(webhook._id) ?? ''
+
+    // The new key alone cannot open what the old one sealed: the start is refused, saying why.
+    await expect(start(dir, { SECRETS_KEY: b })).rejects.toThrow(
+      /neither SECRETS_KEY nor in SECRETS_KEY_PREVIOUS/,
+    )
+    expect(stored(dir).get(webhook._id)).toBe(underA)
+
+    const app = await start(dir, { SECRETS_KEY: b, SECRETS_KEY_PREVIOUS: a })
+    await app.close()
+    const underB = stored(dir).get(webhook._id) ?? ''
+    expect(underB).not.toBe(underA)
+    // Re-sealed: b alone now opens it, so the previous key can be dropped.
+    expect(loadSecretBox({ SECRETS_KEY: b }).open(underB, webhook._id)).toBe(secret)
+    const again = await start(dir, { SECRETS_KEY: b })
+    await again.close()
+  })
+
+  it('rotates the embedded key file: a new first line seals, the old line below it still opens', async () => {
+    const dir = tempDir()
+    const { webhook, secret } = await createWebhook(dir)
+    const file = join(dir, 'secret.key')
+    const old = readFileSync(file, 'utf8').trim()
+    const fresh = newKey()
+    writeFileSync(file, `${fresh}\n${old}\n`)
+    const app = await start(dir)
+    await app.close()
+    // Sealed under the new first line: the old line can go.
+    writeFileSync(file, `${fresh}\n`)
+    expect(loadSecretBox({ DATA_DIR: dir }).open(stored(dir).get(webhook._id) ?? '', webhook._id)).toBe(
+      secret,
+    )
+    const again = await start(dir)
+    await again.close()
+  })
+
+  it('refuses to start in the distributed mode without SECRETS_KEY, before connecting', async () => {
+    await expect(start(tempDir(), { MONGO_URL: 'mongodb://127.0.0.1:1/none' })).rejects.toThrow(
+      /SECRETS_KEY: is required with MONGO_URL/,
+    )
+  })
+})
