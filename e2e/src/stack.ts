@@ -59,6 +59,8 @@ export async function startStack(
     LOG_LEVEL: 'info',
     HOST: '127.0.0.1',
     INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
+    // As in the real distributed mode (compose, Kubernetes): the key that seals secrets at rest.
+    SECRETS_KEY: randomBytes(32).toString('base64'),
     DATA_DIR: dataDir,
     NATS_URL: await natsUrl(),
     REDIS_URL: await redisUrl(),

@@ -1,6 +1,9 @@
 import { NatsBus } from '@pm/bus'
 import { EVENTS_STREAM, SUBJECTS, type VersionPublishedEvent } from '@pm/contracts'
-import { newId } from '@pm/kit'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import { newId, SecretBox, loadSecretBox } from '@pm/kit'
 import { natsUrl } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { call } from '../src/client.ts'
@@ -50,6 +53,32 @@ describe('distributed mode: five processes, real NATS and Redis', () => {
       { timeout: 10_000, interval: 50 },
     )
     expect(received.filter((e) => e.data.versionId === result.versionId)).toHaveLength(1)
+  })
+
+  it('seals webhook signing secrets with SECRETS_KEY: no key file, no clear secret in the store', async () => {
+    const token = slice?.accessToken
+    const org = slice?.organizationId
+    expect(token).toBeDefined()
+    const created = await call<{ data: { webhook: { _id: string }; secret: string } }>(
+      stack.gateway,
+      'POST',
+      `/api/v1/organizations/${org}/webhooks`,
+      { token, body: { url: 'http://127.0.0.1:9/hook' } },
+    )
+    expect(created.status).toBe(201)
+    const { webhook, secret } = created.body.data
+    expect(existsSync(join(stack.dataDir, 'secret.key'))).toBe(false)
+    for (const name of ['webhooks.db', 'webhooks.db-wal']) {
+      const file = join(stack.dataDir, name)
+      if (existsSync(file)) expect(readFileSync(file).includes(Buffer.from(secret))).toBe(false)
+    }
+    // What is stored opens with the configured key only.
+    const db = new DatabaseSync(join(stack.dataDir, 'webhooks.db'), { readOnly: true })
+    const row = db.prepare('SELECT secret FROM subscriptions WHERE id = ?').get(webhook._id)
+    db.close()
+    const stored = String(row?.secret)
+    expect(SecretBox.isSealed(stored)).toBe(true)
+    expect(loadSecretBox({ SECRETS_KEY: stack.env.SECRETS_KEY }).open(stored, webhook._id)).toBe(secret)
   })
 
   it('shapes errors and refuses forged internal headers', async () => {

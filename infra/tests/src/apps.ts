@@ -1,6 +1,6 @@
 import { GatewayConfigSchema } from '@pm/gateway'
 import { IdentityConfigSchema } from '@pm/identity'
-import { loadConfig } from '@pm/kit'
+import { loadConfig, loadSecretBox } from '@pm/kit'
 import { PromptsConfigSchema } from '@pm/prompts'
 import { RenderConfigSchema } from '@pm/render'
 import { WebhooksConfigSchema } from '@pm/webhooks'
@@ -19,6 +19,8 @@ export interface AppSpec {
   servers: ServerName[]
   /** Reaches arbitrary hosts on the internet (webhook deliveries). */
   internet: boolean
+  /** Settings the schema leaves optional that the distributed mode requires (the app refuses to start without them). */
+  needs?: string[]
 }
 
 /** Who calls whom, and which servers each app needs (docs/architecture.md). */
@@ -62,6 +64,8 @@ export const APPS: Record<AppName, AppSpec> = {
     calls: {},
     servers: ['nats', 'mongo'],
     internet: true,
+    // Seals the webhook signing secrets at rest (docs/operations.md, "Secrets at rest").
+    needs: ['SECRETS_KEY'],
   },
 }
 
@@ -102,6 +106,7 @@ export function neededSettings(app: AppSpec): string[] {
   return [
     ...new Set([
       ...requiredSettings(app.schema),
+      ...(app.needs ?? []),
       ...app.servers.map((s) => SERVER_SETTING[s]),
       ...Object.keys(app.calls),
     ]),
@@ -131,6 +136,8 @@ export function checkSettings(app: AppSpec, env: Record<string, string>, where: 
   }
   try {
     const config = loadConfig(app.schema, env) as Record<string, unknown>
+    // The secrets key is checked as the app checks it at start (32 bytes, base64).
+    if ('SECRETS_KEY' in app.schema.properties) loadSecretBox(config)
     return { problems, port: config.PORT as number, config }
   } catch (err) {
     problems.push(`${where}: ${app.name} would not start: ${(err as Error).message}`)

@@ -136,6 +136,7 @@ export const SECRET_SAMPLES: Record<string, string> = {
   INTERNAL_AUTH_SECRET: 'a-sample-secret-of-at-least-thirty-two-characters',
   MONGO_URL: 'mongodb://user:password@mongodb-svc.mongodb.svc.cluster.local:27017/?replicaSet=mongodb',
   BOOTSTRAP_ADMIN_PASSWORD: 'sample-password',
+  SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
 }
 
 const PART_OF = 'app.kubernetes.io/part-of'

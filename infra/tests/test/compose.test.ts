@@ -5,9 +5,12 @@ import { checkCompose, type ComposeProject, interpolate, loadCompose, serviceEnv
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url))
 const FILE = `${ROOT}docker-compose.yml`
-/** The one variable a user must choose: the shared internal secret has no default. */
-const MUST_CHOOSE = ['INTERNAL_AUTH_SECRET']
-const ENV = { INTERNAL_AUTH_SECRET: 'a-sample-secret-of-at-least-thirty-two-characters' }
+/** The variables a user must choose: the shared internal secret and the secrets key have no default. */
+const MUST_CHOOSE = ['INTERNAL_AUTH_SECRET', 'SECRETS_KEY']
+const ENV = {
+  INTERNAL_AUTH_SECRET: 'a-sample-secret-of-at-least-thirty-two-characters',
+  SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+}
 
 describe('docker-compose.yml', () => {
   const project = loadCompose(FILE, ENV)
@@ -22,8 +25,11 @@ describe('docker-compose.yml', () => {
     expect(checkCompose(project, ROOT, MUST_CHOOSE)).toEqual([])
   })
 
-  it('refuses to start without INTERNAL_AUTH_SECRET, naming it', () => {
+  it('refuses to start without INTERNAL_AUTH_SECRET or SECRETS_KEY, naming it', () => {
     expect(() => loadCompose(FILE, {})).toThrow(/required variable INTERNAL_AUTH_SECRET is missing a value/)
+    expect(() => loadCompose(FILE, { INTERNAL_AUTH_SECRET: ENV.INTERNAL_AUTH_SECRET })).toThrow(
+      /required variable SECRETS_KEY is missing a value/,
+    )
   })
 
   it('takes settings from the environment, with defaults', () => {
@@ -76,10 +82,12 @@ describe('the compose checks catch', () => {
   it('a setting missing, misspelt or refused by the app', () => {
     const problems = broken((p) => {
       delete env(p, 'webhooks').MONGO_URL
+      delete env(p, 'webhooks').SECRETS_KEY
       env(p, 'render').PROMPT_URL = 'http://prompts:4002'
       env(p, 'identity').AUTH_ALLOW_SIGNUP = 'maybe'
     }).join('\n')
     expect(problems).toMatch(/webhooks needs MONGO_URL, not provided/)
+    expect(problems).toMatch(/webhooks needs SECRETS_KEY, not provided/)
     expect(problems).toMatch(/PROMPT_URL is not a setting of render/)
     expect(problems).toMatch(/identity would not start: .*AUTH_ALLOW_SIGNUP/)
   })
