@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { run } from '@pm/cli'
@@ -17,17 +17,40 @@ interface PromptRow {
   versionCount: number
 }
 
+/** Started with umask 022, the usual default, under which files come out world-readable. */
 function startService(dataDir: string, port: number): RunningProcess {
-  return startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
-    PORT: String(port),
-    DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-    BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-    BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-    BOOTSTRAP_ORG_NAME: ADMIN.org,
-    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-  })
+  return startProcess(
+    'embedded',
+    join(REPO_ROOT, 'apps/embedded/src/main.ts'),
+    {
+      PORT: String(port),
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
+      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
+      BOOTSTRAP_ORG_NAME: ADMIN.org,
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    },
+    { umask: 0o022 },
+  )
 }
+
+const mode = (path: string) => (statSync(path).mode & 0o777).toString(8)
+
+/** `dir` and every folder under it as `name: 700`, every file as `name: 600` when private. */
+function modes(dir: string, prefix = ''): Record<string, string> {
+  const out: Record<string, string> = { [prefix || '.']: mode(dir) }
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    if (entry.isDirectory()) Object.assign(out, modes(path, `${prefix}${entry.name}/`))
+    else out[`${prefix}${entry.name}`] = mode(path)
+  }
+  return out
+}
+
+/** What `modes` should find: folders 700, files 600. */
+const privateModes = (found: Record<string, string>) =>
+  Object.fromEntries(Object.keys(found).map((k) => [k, k === '.' || k.endsWith('/') ? '700' : '600']))
 
 /** Runs the CLI in this process, as `pnpm cli ...` would; answers its exit code and output. */
 async function cli(args: string[], env: Record<string, string> = {}) {
@@ -102,6 +125,23 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
       await createWebhook(base, s, 'http://127.0.0.1:9/one'),
       await createWebhook(base, s, 'http://127.0.0.1:9/two'),
     ]
+    // Files at rest, under umask 022: DATA_DIR 0700, every file in it (stores with their -wal
+    // and -shm, the key file, the holder files) 0600.
+    const live0 = modes(live)
+    expect(Object.keys(live0)).toEqual(
+      expect.arrayContaining([
+        'identity.db',
+        'identity.db-wal',
+        'identity.db-shm',
+        'prompts.db',
+        'webhooks.db',
+        'webhooks.db-wal',
+        'secret.key',
+        '.pm-holders/',
+      ]),
+    )
+    expect(live0).toEqual(privateModes(live0))
+
     const before: Record<string, number> = {}
     for (let i = 0; i < 8; i++)
       before[await createAndPublish(base, s, `Before ${i}`, 1 + (i % 3))] = 1 + (i % 3)
@@ -117,14 +157,24 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     }
     const writers = [writer(1), writer(2), writer(3)]
     while (written < 3) await new Promise((r) => setImmediate(r))
-    const backup = await cli(['backup', '--out', file, '--json'], { DATA_DIR: live })
+    const umask = process.umask(0o022)
+    const backup = await cli(['backup', '--out', file, '--json'], { DATA_DIR: live }).finally(() =>
+      process.umask(umask),
+    )
     writing = false
     await Promise.all(writers)
     expect(backup.stderr).toBe('')
     expect(backup.code).toBe(0)
     const report = JSON.parse(backup.stdout) as { stores: Array<{ name: string; bytes: number }> }
-    expect(report.stores.map((st) => st.name)).toEqual(['identity.db', 'prompts.db', 'webhooks.db'])
+    // The key file too: without it the restored webhook secrets would not open.
+    expect(report.stores.map((st) => st.name)).toEqual([
+      'identity.db',
+      'prompts.db',
+      'webhooks.db',
+      'secret.key',
+    ])
     expect(existsSync(file)).toBe(true)
+    expect(mode(file)).toBe('600')
     expect(readdirSync(root).filter((f) => f.includes('partial'))).toEqual([])
 
     // Refused while the service holds the files, and over existing stores without --force.
@@ -135,6 +185,11 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     const restored = await cli(['restore', file, '--data-dir', fresh])
     expect(restored.stderr).toBe('')
     expect(restored.code).toBe(0)
+    expect(readFileSync(join(fresh, 'secret.key'), 'utf8')).toBe(
+      readFileSync(join(live, 'secret.key'), 'utf8'),
+    )
+    const fresh0 = modes(fresh)
+    expect(fresh0).toEqual(privateModes(fresh0))
     const again = await cli(['restore', file, '--data-dir', fresh])
     expect(again.code).toBe(1)
     expect(again.stderr).toMatch(/already in .*--force/)
@@ -196,6 +251,9 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     expect(hookList.body.data.webhooks.map((h) => h._id).sort()).toEqual(
       hooks.map((h) => h.webhook._id).sort(),
     )
+    // The restored service runs with its files as private as the first one's.
+    const running = modes(fresh)
+    expect(running).toEqual(privateModes(running))
   }, 180_000)
 
   it('refuses a file that is not a backup, and explains the usage', async () => {
@@ -212,7 +270,8 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     const forced = await cli(['restore', file, '--data-dir', twice, '--force', '--json'])
     expect(forced.code).toBe(0)
     const { setAside } = JSON.parse(forced.stdout) as { setAside: string[] }
-    expect(setAside).toHaveLength(3)
+    // The three stores and the key file.
+    expect(setAside).toHaveLength(4)
     for (const f of setAside) expect(existsSync(f)).toBe(true)
     const empty = await cli(['backup', '--out', join(root, 'x.pmbak'), '--data-dir', join(root, 'nothing')])
     expect(empty.code).toBe(1)

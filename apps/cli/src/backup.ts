@@ -1,13 +1,29 @@
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { backup, DatabaseSync } from 'node:sqlite'
-import { sqliteHolders } from '@pm/kit'
+import { ensurePrivateDir, ensurePrivateFile, SECRET_KEY_FILE, sqliteHolders } from '@pm/kit'
 
 /** The embedded default's SQLite stores under DATA_DIR (each service opens its own). */
 export const STORE_FILES = ['identity.db', 'prompts.db', 'webhooks.db'] as const
-type StoreFile = (typeof STORE_FILES)[number]
+/**
+ * Also in a backup when present: the embedded default's key file, without which the sealed
+ * secrets of webhooks.db (and of later stores) do not open after a restore.
+ */
+export const KEY_FILE = SECRET_KEY_FILE
+type StoreFile = (typeof STORE_FILES)[number] | typeof KEY_FILE
+const BACKED_UP: readonly string[] = [...STORE_FILES, KEY_FILE]
 
 const FORMAT = 'pm-backup/1'
 
@@ -35,8 +51,8 @@ const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('h
 export async function backupStores(dataDir: string, out: string): Promise<BackupResult> {
   const present = STORE_FILES.filter((name) => existsSync(join(dataDir, name)))
   if (present.length === 0) throw new Error(`no store under ${dataDir} (${STORE_FILES.join(', ')})`)
-  const work = join(tmpdir(), `pm-backup-${process.pid}-${Date.now()}`)
-  mkdirSync(work, { recursive: true })
+  // mkdtemp makes it 0700: the copies in it are as private as the stores.
+  const work = mkdtempSync(join(tmpdir(), 'pm-backup-'))
   const partial = `${out}.partial`
   const createdAt = new Date().toISOString()
   try {
@@ -58,8 +74,18 @@ export async function backupStores(dataDir: string, out: string): Promise<Backup
       copies.push({ name, data })
       stores.push({ name, bytes: data.length, sha256: sha256(data) })
     }
-    mkdirSync(dirname(out), { recursive: true })
+    const keyFile = join(dataDir, KEY_FILE)
+    if (existsSync(keyFile)) {
+      const data = readFileSync(keyFile)
+      copies.push({ name: KEY_FILE, data })
+      stores.push({ name: KEY_FILE, bytes: data.length, sha256: sha256(data) })
+    }
+    // A new folder is private; an existing one (the operator's) is left as it is.
+    mkdirSync(dirname(out), { recursive: true, mode: 0o700 })
     rmSync(partial, { force: true })
+    // The backup holds the stores and the key: 0600 before SQLite writes a byte into it (SQLite
+    // would create it 0644, and its journal takes its mode).
+    ensurePrivateFile(partial)
     const bundle = new DatabaseSync(partial)
     try {
       bundle.exec(`
@@ -80,6 +106,11 @@ export async function backupStores(dataDir: string, out: string): Promise<Backup
     rmSync(work, { recursive: true, force: true })
     rmSync(partial, { force: true })
   }
+}
+
+/** Throws unless the file holds at least one key line (the first seals). */
+function checkKeyFile(file: string): void {
+  if (!readFileSync(file, 'utf8').trim()) throw new RestoreRefused(`${KEY_FILE} in the backup is empty`)
 }
 
 /** Throws unless the file is a sound SQLite database. */
@@ -144,8 +175,7 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
       throw new RestoreRefused(`${file} is not a backup made by "pm backup" (format ${format})`)
     for (const row of bundle.prepare('SELECT name, sha256, bytes, content FROM files').all()) {
       const name = String(row.name)
-      if (!(STORE_FILES as readonly string[]).includes(name))
-        throw new RestoreRefused(`the backup holds an unexpected file "${name}"`)
+      if (!BACKED_UP.includes(name)) throw new RestoreRefused(`the backup holds an unexpected file "${name}"`)
       const content = row.content as Uint8Array
       if (sha256(content) !== row.sha256 || content.length !== Number(row.bytes))
         throw new RestoreRefused(`${name} in the backup is damaged (checksum mismatch)`)
@@ -162,14 +192,16 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
       `${existing.map((e) => e.name).join(', ')} already in ${dataDir}: restore into an empty DATA_DIR, or pass --force to set the current files aside`,
     )
   }
-  mkdirSync(dataDir, { recursive: true })
+  ensurePrivateDir(dataDir)
   // Everything written and checked first; only then is anything moved.
   const staged: Array<{ name: StoreFile; tmp: string }> = []
   try {
     for (const e of entries) {
       const tmp = join(dataDir, `${e.name}.restoring`)
-      writeFileSync(tmp, e.content)
-      check(tmp, e.name)
+      writeFileSync(tmp, e.content, { mode: 0o600 })
+      chmodSync(tmp, 0o600)
+      if (e.name === KEY_FILE) checkKeyFile(tmp)
+      else check(tmp, e.name)
       staged.push({ name: e.name, tmp })
     }
   } catch (err) {

@@ -1,8 +1,9 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Type } from '@sinclair/typebox'
 import { ConfigError } from './config.ts'
+import { ensurePrivateDir } from './privateFiles.ts'
 
 /**
  * Secrets at rest (webhook signing secrets, provider API keys): AES-256-GCM under a 32-byte
@@ -111,12 +112,6 @@ export class SecretBox {
     if (!SecretBox.isSealed(value)) return true
     return !value.startsWith(`${PREFIX}${this.current.id}:`)
   }
-}
-
-/** Creates `dir` (and its parents) and makes it 0700, whatever the umask. */
-export function ensurePrivateDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  chmodSync(dir, 0o700)
 }
 
 /**

@@ -1,6 +1,7 @@
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { DatabaseSync, type SQLInputValue } from 'node:sqlite'
+import { ensurePrivateDir, ensurePrivateFile } from './privateFiles.ts'
 
 /**
  * A process that has a store's SQLite file open says so with a file
@@ -17,12 +18,19 @@ function holderFile(file: string): string {
 
 /**
  * Opens a SQLite database (node:sqlite, built into Node 24: no native addon to build)
- * with WAL and a busy timeout, and applies the schema statements.
+ * with WAL and a busy timeout, and applies the schema statements. Its directory is made 0700
+ * and the file (with its -wal and -shm, and the holder file) 0600, whatever the umask: the
+ * stores hold password hashes and sealed secrets (docs/operations.md, "Files at rest").
  */
 export function openSqlite(file: string, schema: string[]): DatabaseSync {
   if (file !== ':memory:') {
-    mkdirSync(join(dirname(file), HOLDERS_DIR), { recursive: true })
-    writeFileSync(holderFile(file), `${process.pid}\n`)
+    ensurePrivateDir(dirname(file))
+    ensurePrivateDir(join(dirname(file), HOLDERS_DIR))
+    writeFileSync(holderFile(file), `${process.pid}\n`, { mode: 0o600 })
+    chmodSync(holderFile(file), 0o600)
+    ensurePrivateFile(file)
+    // Those of an earlier version, created before the files were kept private.
+    for (const suffix of ['-wal', '-shm']) if (existsSync(file + suffix)) chmodSync(file + suffix, 0o600)
   }
   const db = new DatabaseSync(file)
   db.exec(

@@ -31,18 +31,25 @@ export interface RunningProcess {
 
 /**
  * Starts a service entry point (TypeScript, run by Node 24 directly) as a child process
- * with the given environment; collects its output lines for assertions.
+ * with the given environment; collects its output lines for assertions. With `umask` (e.g.
+ * 0o022), a shell sets it and then becomes Node (exec: same pid, signals reach Node).
  */
-export function startProcess(name: string, entry: string, env: Record<string, string>): RunningProcess {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=source', '--disable-warning=ExperimentalWarning', entry],
-    {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  )
+export function startProcess(
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  opts: { umask?: number } = {},
+): RunningProcess {
+  const node = [process.execPath, '--conditions=source', '--disable-warning=ExperimentalWarning', entry]
+  const [command = process.execPath, ...args] =
+    opts.umask === undefined
+      ? node
+      : ['/bin/sh', '-c', `umask ${opts.umask.toString(8).padStart(3, '0')} && exec "$@"`, 'sh', ...node]
+  const child = spawn(command, args, {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const logs: string[] = []
   const collect = (chunk: Buffer) => {
     for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(line)
