@@ -1,10 +1,12 @@
-import { ENVIRONMENTS, type EnvironmentName, type Pin } from '@pm/contracts'
+import { ENVIRONMENTS, type EnvironmentName, type Pin, type PromptVersion } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useState } from 'react'
-import { RenderedMessages } from '../chat.tsx'
+import { isPlaceholder, RenderedMessages } from '../chat.tsx'
+import { usePeople } from '../people.ts'
 import { keys, usePrompt, useVersions } from '../prompt.ts'
 import { client, useSignedIn } from '../session.ts'
 import { Empty, ErrorBanner, Loading, When } from '../ui.tsx'
+import { listVariables, suppliedVariables, VariableFields } from '../variables.tsx'
 
 const TITLES: Record<EnvironmentName, string> = { preview: 'Preview', production: 'Production' }
 
@@ -37,7 +39,8 @@ export function Environments() {
 
 function EnvironmentCard({ env, pin }: { env: EnvironmentName; pin: Pin | null }) {
   const prompt = usePrompt()
-  const { organizationId, user } = useSignedIn()
+  const { organizationId } = useSignedIn()
+  const { nameOf } = usePeople()
   const queryClient = useQueryClient()
   const versions = useVersions(prompt._id)
   const list = versions.data ?? []
@@ -50,12 +53,24 @@ function EnvironmentCard({ env, pin }: { env: EnvironmentName; pin: Pin | null }
       queryClient.invalidateQueries({ queryKey: ['env-invoke', organizationId, prompt._id, env] })
     },
   })
-  // What a backend gets now: invoke with env and no variables (the defaults apply).
+  // What a backend gets now. Invoke with env and no variables only when the pinned version
+  // needs none (every required one has a default): otherwise that invoke is a 400
+  // MISSING_REQUIRED_VARIABLES on every page view. Then the card shows the version as stored,
+  // names what a backend must send, and invokes once the user has filled those in.
+  const pinned = pin ? list.find((v) => v._id === pin.versionId) : undefined
+  const needed = pinned ? pinned.variables.filter((v) => v.required && v.defaultValue === undefined) : []
+  const [values, setValues] = useState<Record<string, string>>({})
+  const [sent, setSent] = useState<Record<string, unknown> | null>(null)
+  const [formError, setFormError] = useState<Error | null>(null)
   const rendered = useQuery({
-    queryKey: ['env-invoke', organizationId, prompt._id, env, pin?.versionId],
+    queryKey: ['env-invoke', organizationId, prompt._id, env, pin?.versionId, sent],
     queryFn: () =>
-      client.api.invokePrompt({ params: { id: prompt._id }, query: { env }, body: { variables: {} } }),
-    enabled: pin !== null,
+      client.api.invokePrompt({
+        params: { id: prompt._id },
+        query: { env },
+        body: { variables: sent ?? {} },
+      }),
+    enabled: pinned !== undefined && (needed.length === 0 || sent !== null),
     retry: false,
   })
   const selectId = `promote-${env}`
@@ -67,8 +82,7 @@ function EnvironmentCard({ env, pin }: { env: EnvironmentName; pin: Pin | null }
           <strong>Version {pin.version}</strong>
           <span className="muted small">
             {' '}
-            · promoted <When at={pin.promotedAt} /> by{' '}
-            {pin.promotedBy === user._id ? 'you' : `user ${pin.promotedBy.slice(-6)}`}
+            · promoted <When at={pin.promotedAt} /> by {nameOf(pin.promotedBy)}
           </span>
         </p>
       ) : (
@@ -96,13 +110,52 @@ function EnvironmentCard({ env, pin }: { env: EnvironmentName; pin: Pin | null }
         </button>
       </form>
       <ErrorBanner error={promote.error} title="Not promoted" />
-      {pin && (
+      {pinned && (
         <div className="env-invoke">
           <h3 className="small">
             What <code>invoke?env={env}</code> returns
           </h3>
-          <p className="hint">With no variables: defaults apply, required ones are reported missing.</p>
-          {rendered.isPending && <Loading label="Rendering" />}
+          {needed.length === 0 ? (
+            <p className="hint">With no variables: defaults apply.</p>
+          ) : (
+            <>
+              <p className="hint">
+                A backend must send {needed.map((v) => v.name).join(', ')} (required, no default). Version{' '}
+                {pinned.version} as stored:
+              </p>
+              <StoredVersion version={pinned} />
+              <form
+                className="env-values"
+                aria-label={`Values for ${TITLES[env].toLowerCase()}`}
+                onSubmit={(e) => {
+                  e.preventDefault()
+                  try {
+                    setFormError(null)
+                    setSent(suppliedVariables(values, listVariables(pinned)))
+                  } catch (err) {
+                    setFormError(err as Error)
+                  }
+                }}
+              >
+                <VariableFields
+                  variables={pinned.variables}
+                  lists={listVariables(pinned)}
+                  values={values}
+                  onChange={setValues}
+                  idPrefix={`env-${env}`}
+                />
+                <button
+                  type="submit"
+                  className="btn"
+                  disabled={needed.some((v) => (values[v.name] ?? '') === '')}
+                >
+                  Render with these values
+                </button>
+              </form>
+              <ErrorBanner error={formError} title="Not rendered" />
+            </>
+          )}
+          {rendered.isFetching && <Loading label="Rendering" />}
           <ErrorBanner error={rendered.error} />
           {rendered.data &&
             (rendered.data.renderedMessages ? (
@@ -113,5 +166,17 @@ function EnvironmentCard({ env, pin }: { env: EnvironmentName; pin: Pin | null }
         </div>
       )}
     </section>
+  )
+}
+
+/** A version's template or messages as stored, variables unrendered. */
+function StoredVersion({ version }: { version: PromptVersion }) {
+  if (version.type !== 'chat' || !version.messages) return <pre className="rendered">{version.template}</pre>
+  return (
+    <RenderedMessages
+      messages={version.messages.map((m) =>
+        isPlaceholder(m) ? { role: 'placeholder', content: `{{${m.name}}}` } : m,
+      )}
+    />
   )
 }

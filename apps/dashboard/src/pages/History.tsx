@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useState } from 'react'
 import { isPlaceholder } from '../chat.tsx'
 import { sideBySide } from '../lib.ts'
+import { usePeople } from '../people.ts'
 import { keys, usePrompt, useVersions } from '../prompt.ts'
 import { client, useSignedIn } from '../session.ts'
 import { ConfigAndVariables, ConfirmDialog, Empty, ErrorBanner, Loading, When } from '../ui.tsx'
@@ -15,6 +16,7 @@ type Diff = ResultOf<'diffVersions'>
 export function History() {
   const prompt = usePrompt()
   const { organizationId, user } = useSignedIn()
+  const { nameOf } = usePeople()
   const queryClient = useQueryClient()
   const versions = useVersions(prompt._id)
   const [open, setOpen] = useState<string | null>(null)
@@ -57,11 +59,8 @@ export function History() {
                 <strong>Version {v.version}</strong>
                 {v._id === prompt.currentVersionId && <span className="badge badge-ok">current</span>}
                 <span className="muted small">
-                  by{' '}
-                  {v.createdBy._id === user._id
-                    ? 'you'
-                    : (v.createdBy.name ?? v.createdBy.email ?? `user ${v.createdBy._id.slice(-6)}`)}{' '}
-                  · <When at={v.publishedAt} />
+                  by {v.createdBy._id === user._id ? 'you' : (v.createdBy.name ?? nameOf(v.createdBy._id))} ·{' '}
+                  <When at={v.publishedAt} />
                 </span>
               </div>
               <p className="changelog">{v.changeLog || <span className="muted">No change log.</span>}</p>
