@@ -21,7 +21,7 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import type { TracesSampler } from './settings.ts'
-import type { Carrier, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracing.ts'
+import type { Carrier, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
 /**
  * The OpenTelemetry SDK behind the Tracing seam; imported only by `tracingFor` when an OTLP

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { TracesSampler } from './settings.ts'
+import type { SpanHandle, Tracing } from './tracingTypes.ts'
 
 /**
  * Tracing seam. Nothing of OpenTelemetry is imported here: `tracingFor` loads the SDK
@@ -7,36 +8,8 @@ import type { TracesSampler } from './settings.ts'
  * undefined otherwise, so that a process without tracing loads nothing and adds no hook.
  */
 
-export type SpanKind = 'server' | 'client' | 'producer' | 'consumer' | 'internal'
-export type SpanAttributes = Record<string, string | number | boolean>
-/** Headers (HTTP or NATS) that carry `traceparent` / `tracestate`. */
-export type Carrier = Record<string, string | string[] | undefined>
-
-export interface SpanHandle {
-  /** Runs `fn` with this span as the current one (children and outgoing headers follow it). */
-  run<T>(fn: () => T): T
-  /** traceparent / tracestate of this span, for an outgoing request or message. */
-  headers(): Record<string, string>
-  update(name?: string, attributes?: SpanAttributes): void
-  end(error?: unknown): void
-}
-
-export interface SpanOptions {
-  kind?: SpanKind
-  /** Incoming headers: the span continues their trace. Else: a child of the current span. */
-  parent?: Carrier
-  attributes?: SpanAttributes
-}
-
-export interface Tracing {
-  start(name: string, opts?: SpanOptions): SpanHandle
-  /** `fn` inside a new span, ended with its outcome. */
-  span<T>(name: string, fn: () => Promise<T>, opts?: SpanOptions): Promise<T>
-  /** traceparent / tracestate of the current span ({} outside any span). */
-  headers(): Record<string, string>
-  /** Sends what is buffered and stops. */
-  shutdown(): Promise<void>
-}
+// The span types live in tracingTypes.ts, which otel.ts imports too: no import circle.
+export type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
 export interface TracingSettings {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined

@@ -11,6 +11,7 @@ import {
 } from '@pm/contracts'
 import type { TSchema } from '@sinclair/typebox'
 import { type ExampleContext, exampleOf } from './examples.ts'
+import type { JsonSchema } from './jsonSchema.ts'
 
 /**
  * Turns the route catalogue of `@pm/contracts` into an OpenAPI 3.1 document. Nothing here is
@@ -18,7 +19,8 @@ import { type ExampleContext, exampleOf } from './examples.ts'
  * follow from the catalogue and the `$id` schemas.
  */
 
-export type JsonSchema = { [key: string]: unknown }
+// In its own file, which examples.ts imports too: no import circle.
+export type { JsonSchema } from './jsonSchema.ts'
 
 export interface OpenApiParameter {
   name: string

@@ -1,4 +1,4 @@
-import type { JsonSchema } from './document.ts'
+import type { JsonSchema } from './jsonSchema.ts'
 
 /**
  * Example values made from the schemas themselves, so that every operation shows a request and

@@ -1,0 +1,32 @@
+/** The tracing seam's types, shared by tracing.ts and the SDK behind it (otel.ts). */
+
+export type SpanKind = 'server' | 'client' | 'producer' | 'consumer' | 'internal'
+export type SpanAttributes = Record<string, string | number | boolean>
+/** Headers (HTTP or NATS) that carry `traceparent` / `tracestate`. */
+export type Carrier = Record<string, string | string[] | undefined>
+
+export interface SpanHandle {
+  /** Runs `fn` with this span as the current one (children and outgoing headers follow it). */
+  run<T>(fn: () => T): T
+  /** traceparent / tracestate of this span, for an outgoing request or message. */
+  headers(): Record<string, string>
+  update(name?: string, attributes?: SpanAttributes): void
+  end(error?: unknown): void
+}
+
+export interface SpanOptions {
+  kind?: SpanKind
+  /** Incoming headers: the span continues their trace. Else: a child of the current span. */
+  parent?: Carrier
+  attributes?: SpanAttributes
+}
+
+export interface Tracing {
+  start(name: string, opts?: SpanOptions): SpanHandle
+  /** `fn` inside a new span, ended with its outcome. */
+  span<T>(name: string, fn: () => Promise<T>, opts?: SpanOptions): Promise<T>
+  /** traceparent / tracestate of the current span ({} outside any span). */
+  headers(): Record<string, string>
+  /** Sends what is buffered and stops. */
+  shutdown(): Promise<void>
+}
