@@ -35,6 +35,18 @@ describe('layer rules', () => {
     }
   }
 
+  it('an import circle fails, type-only imports included (noImportCycles, ignoreTypes: false)', async () => {
+    const a = join(pkgDir, 'src/cycle-a.ts')
+    const b = join(pkgDir, 'src/cycle-b.ts')
+    mkdirSync(join(a, '..'), { recursive: true })
+    writeFileSync(b, "import type { A } from './cycle-a.ts'\nexport type B = { a?: A }\n")
+    const r = await lint(a, "import type { B } from './cycle-b.ts'\nexport type A = { b?: B }\n")
+    expect(r.code).not.toBe(0)
+    expect(r.out).toContain('noImportCycles')
+    rmSync(b, { force: true })
+    rmSync(a, { force: true })
+  })
+
   it('a package importing an app fails, by name or by path', async () => {
     const r = await lint(
       join(pkgDir, 'src/planted.ts'),
