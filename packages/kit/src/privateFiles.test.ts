@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { ensurePrivateDir } from './privateFiles.ts'
 import { closeSqlite, HOLDERS_DIR, openSqlite } from './sqlite.ts'
 
 const mode = (path: string) => statSync(path).mode & 0o777
@@ -31,4 +32,15 @@ describe('files at rest', () => {
       closeSqlite(db)
     }
   })
+})
+
+describe('ensurePrivateDir', () => {
+  it.skipIf((statSync(tmpdir()).mode & 0o1000) === 0)(
+    'leaves a shared sticky folder (like /tmp) as it is',
+    () => {
+      const before = statSync(tmpdir()).mode & 0o7777
+      ensurePrivateDir(tmpdir())
+      expect(statSync(tmpdir()).mode & 0o7777).toBe(before)
+    },
+  )
 })

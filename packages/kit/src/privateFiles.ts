@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 
 /**
  * Files at rest: DATA_DIR and what is in it (stores, key file, holder files) are readable by
@@ -7,9 +7,14 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
  * creation, because `mode` at creation is filtered by the umask.
  */
 
-/** Creates `dir` (and its parents) and makes it 0700, whatever the umask. */
+/**
+ * Creates `dir` (and its parents) and makes it 0700, whatever the umask. A shared folder with
+ * the sticky bit (such as /tmp, given as DATA_DIR by mistake) is left as it is: it is not this
+ * service's to close, and the files in it are still made 0600.
+ */
 export function ensurePrivateDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 })
+  if ((statSync(dir).mode & 0o1000) !== 0) return
   chmodSync(dir, 0o700)
 }
 
