@@ -106,7 +106,8 @@ describe('the dashboard: an author’s journey in a real browser', () => {
       // the last one) happens while the journey runs.
       ACCESS_TOKEN_TTL_SECONDS: '65',
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    // Generous: a start takes 20 s and more on a loaded 2-core machine.
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: [
@@ -125,7 +126,7 @@ describe('the dashboard: an author’s journey in a real browser', () => {
     page.on('response', (res) => {
       if (res.url().endsWith('/api/v1/auth/refresh')) refreshes.push(res.status())
     })
-  }, 120_000)
+  }, 180_000)
 
   afterAll(async () => {
     await browser?.close()
