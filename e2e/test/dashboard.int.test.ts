@@ -418,9 +418,16 @@ describe('the dashboard: an author’s journey in a real browser', () => {
       .toEqual(['You help Ada politely.', 'Where is my order?'])
 
     // ---- a second workspace: the organization switcher changes what the list shows
+    // A token of its own: the page's first one may have expired by now (65 s tokens).
+    const fresh = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: ADMIN.email, password: ADMIN.password }),
+    })
+    const { data: own } = (await fresh.json()) as { data: { accessToken: string } }
     const beta = await fetch(`${base}/api/v1/organizations`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${session.data.accessToken}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${own.accessToken}`, 'content-type': 'application/json' },
       body: JSON.stringify({ name: 'Beta' }),
     })
     expect(beta.status).toBe(201)
