@@ -1,7 +1,19 @@
-import { defineConfig, mergeConfig } from 'vitest/config'
+import { mergeConfig } from 'vitest/config'
 import base from '../vitest.base.ts'
 
-// expect.poll gives up after 1 s by default. The browser tests poll the page after each step
-// (a publish, a promotion), which takes longer than that on a loaded 2-core machine; polling
-// ends as soon as the condition holds, so the longer bound costs nothing when it does.
-export default mergeConfig(base, defineConfig({ test: { expect: { poll: { timeout: 10_000 } } } }))
+/**
+ * With PM_TEST_PRIVATE_SERVERS=1 (`npm test`), every file gets its own NATS and Redis
+ * (packages/testkit/src/privateServers.ts) and its own ports, data folders and processes, so
+ * two files run side by side: their time is mostly spent waiting on the processes they start.
+ * By hand (NATS_URL / REDIS_URL shared), one file at a time as before.
+ *
+ * expect.poll gives up after 1 s by default. The browser tests poll the page after each step
+ * (a publish, a promotion), which takes longer than that on a loaded 2-core machine; polling
+ * ends as soon as the condition holds, so the longer bound costs nothing when it does.
+ */
+export default mergeConfig(base, {
+  test: {
+    expect: { poll: { timeout: 10_000 } },
+    ...(process.env.PM_TEST_PRIVATE_SERVERS === '1' ? { maxWorkers: 2 } : {}),
+  },
+})

@@ -1,13 +1,17 @@
-// Adds up the JSON reports the vitest runs wrote (<package>/.test-results/*.json) and
-// prints one closing line: "Tests: N passed, N failed, N skipped".
-import { readdirSync, readFileSync, existsSync } from 'node:fs'
-import { join } from 'node:path'
+// Adds up the JSON reports the vitest runs wrote (<package>/.test-results/*.json) and prints
+// the slowest test files (top 10, with seconds), the total time of `npm test` (PM_TEST_STARTED,
+// set by scripts/run.sh) and one closing line: "Tests: N passed, N failed, N skipped".
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
 let passed = 0
 let failed = 0
 let skipped = 0
-for (const group of ['apps', 'packages', 'clients', '.']) {
+/** Every test file run: its path from the root, the report it came from and its seconds. */
+const files = []
+for (const group of ['apps', 'packages', 'clients', 'infra', '.']) {
+  if (!existsSync(join(root, group))) continue
   const dirs = group === '.' ? ['e2e', 'bench'] : readdirSync(join(root, group)).map((d) => join(group, d))
   for (const dir of dirs) {
     const results = join(root, dir, '.test-results')
@@ -18,8 +22,27 @@ for (const group of ['apps', 'packages', 'clients', '.']) {
       passed += report.numPassedTests ?? 0
       failed += report.numFailedTests ?? 0
       skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0)
+      for (const result of report.testResults ?? []) {
+        if (typeof result.startTime !== 'number' || typeof result.endTime !== 'number') continue
+        files.push({
+          name: relative(root, result.name),
+          kind: file.replace(/\.json$/, ''),
+          seconds: (result.endTime - result.startTime) / 1000,
+        })
+      }
     }
   }
+}
+
+const slowest = files.sort((a, b) => b.seconds - a.seconds).slice(0, 10)
+if (slowest.length > 0) {
+  console.log(`Slowest test files (of ${files.length}):`)
+  for (const f of slowest) console.log(`  ${f.seconds.toFixed(1).padStart(6)} s  ${f.name} (${f.kind})`)
+}
+const started = Number(process.env.PM_TEST_STARTED)
+if (Number.isFinite(started) && started > 0) {
+  const total = Math.max(0, Math.round(Date.now() / 1000 - started))
+  console.log(`Total time: ${Math.floor(total / 60)} min ${total % 60} s`)
 }
 console.log(`Tests: ${passed} passed, ${failed} failed, ${skipped} skipped`)
 process.exit(failed > 0 || passed === 0 ? 1 : 0)

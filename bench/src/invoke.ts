@@ -16,8 +16,15 @@
  * the G generators' figures summed.
  * The last line printed is
  *   invoke/bare ratio: <r> (full <N> req/s p50 <a> ms p99 <b> ms, bare <M> req/s)
+ *
+ * --tracing (embedded): instead of the bare chain, the service three times, tracing off, on
+ * with every request sampled (ratio 1.0) and on with OTEL_TRACES_SAMPLER_ARG=0.1 (sampler
+ * parentbased_traceidratio), exporting OTLP to a sink in this process, loaded in interleaved
+ * rounds (the order turns each round). The last line printed is
+ *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:http'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -45,6 +52,11 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
     'cpu-prof': { type: 'boolean', default: false },
+    /**
+     * The cost of tracing (embedded mode): three services, tracing off, on with every request
+     * sampled and on with a 10 % sampler, loaded in turn, exporting to a sink in this process.
+     */
+    tracing: { type: 'boolean', default: false },
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
     'log-level': { type: 'string' },
@@ -72,6 +84,7 @@ function replicas(option: 'gateways' | 'renders'): number {
     usage(`--${option} must be an integer from 1 to 32, not '${raw}'`)
   return n
 }
+if (args.tracing && mode !== 'embedded') usage('--tracing needs --mode embedded')
 const gateways = replicas('gateways')
 const renders = replicas('renders')
 /**
@@ -146,13 +159,16 @@ function passThrough(names: string[]): Record<string, string> {
   return out
 }
 
-/** Starts the service in the chosen mode. */
-async function startFull(): Promise<Chain> {
+/**
+ * Starts the service in the chosen mode. `variant` (the tracing bench): the embedded process's
+ * name and the settings it gets on top of the ones passed through.
+ */
+async function startFull(variant?: { name: string; env: Record<string, string> }): Promise<Chain> {
   const port = await freePort()
   const secret = randomBytes(32).toString('hex')
   const common = {
     INTERNAL_AUTH_SECRET: secret,
-    DATA_DIR: join(workDir, 'data'),
+    DATA_DIR: join(workDir, variant ? `data-${variant.name}` : 'data'),
     BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
     BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
     BOOTSTRAP_ORG_NAME: 'Bench',
@@ -161,7 +177,7 @@ async function startFull(): Promise<Chain> {
   mkdirSync(common.DATA_DIR)
   if (mode === 'embedded') {
     const proc = startChild(
-      'embedded',
+      variant ? `embedded-${variant.name}` : 'embedded',
       'apps/embedded/src/main.ts',
       // Operating settings pass through in embedded mode (one process, one metrics port), so the
       // cost of metrics and traces can be measured: METRICS_PORT=9464 pnpm bench:invoke.
@@ -173,6 +189,7 @@ async function startFull(): Promise<Chain> {
           'OTEL_TRACES_SAMPLER',
           'OTEL_TRACES_SAMPLER_ARG',
         ]),
+        ...variant?.env,
         PORT: String(port),
       },
       logDir,
@@ -486,14 +503,8 @@ async function freshness(gateway: string, token: string, apiKey: string, promptI
   return { firstTry, max: Math.max(...delays) }
 }
 
-async function main(): Promise<void> {
-  log(
-    scaled
-      ? `bench invoke: mode ${mode}, ${gateways} gateway(s) × ${renders} render(s), one load generator process per gateway with ${connections} connections each, ${warmup} s warm-up, ${duration} s per run`
-      : `bench invoke: mode ${mode}, ${connections} connections, ${warmup} s warm-up, ${duration} s per run`,
-  )
-  const full = await startFull()
-  const gateway = full.url
+/** Signs in, creates a rate-limited API key and a published prompt, and checks one invoke. */
+async function prepare(gateway: string) {
   const login = await api(gateway, 'POST', '/api/v1/auth/login', undefined, ADMIN)
   const token = String(login.accessToken)
   const org = String(login.organizationId)
@@ -519,6 +530,18 @@ async function main(): Promise<void> {
   if (first.status !== 200 || first.headers.get('x-service-version') !== '1') {
     throw new Error(`invoke answered ${first.status}: ${expected}`)
   }
+  return { token, apiKey, promptId, path, body, headers, expected }
+}
+
+async function main(): Promise<void> {
+  log(
+    scaled
+      ? `bench invoke: mode ${mode}, ${gateways} gateway(s) × ${renders} render(s), one load generator process per gateway with ${connections} connections each, ${warmup} s warm-up, ${duration} s per run`
+      : `bench invoke: mode ${mode}, ${connections} connections, ${warmup} s warm-up, ${duration} s per run`,
+  )
+  const full = await startFull()
+  const gateway = full.url
+  const { token, apiKey, promptId, path, body, headers, expected } = await prepare(gateway)
   log(`full chain answers ${expected.length} bytes: ${expected.slice(0, 100)}...`)
   // Every other gateway (and, taken in turn, every render replica) answers the very same bytes.
   for (const front of full.fronts.slice(1)) {
@@ -605,9 +628,91 @@ async function main(): Promise<void> {
   )
 }
 
+/** An OTLP/HTTP endpoint that reads and counts what it is sent, answering an empty success. */
+async function startSink() {
+  const counts = { requests: 0, bytes: 0 }
+  const server = createServer((req, res) => {
+    req.on('data', (chunk: Buffer) => {
+      counts.bytes += chunk.length
+    })
+    req.on('end', () => {
+      counts.requests++
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  if (!address || typeof address === 'string') throw new Error('sink: no address')
+  return { url: `http://127.0.0.1:${address.port}`, counts, close: () => server.close() }
+}
+
+/** --tracing: off, on at 1.0 and on at 0.1, in interleaved rounds. */
+async function mainTracing(): Promise<void> {
+  log(
+    `bench invoke --tracing: mode embedded, ${connections} connections, ${warmup} s warm-up, ${duration} s per variant`,
+  )
+  const sink = await startSink()
+  const traced = (ratio: string) => ({
+    OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: ratio,
+  })
+  const variants = [
+    { name: 'off', label: 'off', env: {} },
+    { name: 'ratio1', label: '1.0', env: traced('1') },
+    { name: 'ratio01', label: '0.1', env: traced('0.1') },
+  ]
+  const chains = []
+  for (const variant of variants) {
+    const chain = await startFull(variant)
+    const prepared = await prepare(chain.url)
+    const procs: Tracked[] = chain.procs.map((c) => ({ name: c.name, pid: c.child.pid }))
+    const run = (seconds: number) =>
+      load(chain, prepared.path, prepared.headers, prepared.body, prepared.expected, seconds, procs)
+    chains.push({ ...variant, chain, run, runs: [] as Run[] })
+  }
+  log('warming up')
+  for (const c of chains) await c.run(warmup)
+  const exportedBefore = { ...sink.counts }
+  const slice = duration / rounds
+  for (let i = 0; i < rounds; i++) {
+    // The order turns each round: off, 1.0, 0.1; 1.0, 0.1, off; ...
+    for (let j = 0; j < chains.length; j++) {
+      const c = chains[(i + j) % chains.length]
+      if (c) c.runs.push(await c.run(slice))
+    }
+  }
+  const summaries = chains.map((c) => ({ ...c, summary: summarize(c.runs) }))
+  for (const c of summaries) log(describe(`tracing ${c.label}`, c.summary, c.runs, c.chain))
+  if (summaries.some((c) => c.summary.otherLoad > 0.15)) {
+    log('  note: the machine was busy with other work during the runs; the figures above carry that noise')
+  }
+  log(
+    `OTLP sink: ${sink.counts.requests - exportedBefore.requests} export requests, ${fmt((sink.counts.bytes - exportedBefore.bytes) / 1024 / 1024)} MiB during the measured rounds`,
+  )
+  const [off, all, tenth] = summaries
+  if (!off || !all || !tenth) throw new Error('three variants expected')
+  const serviceCpu = (s: Summary) =>
+    Object.entries(s.cpuPerRequest)
+      .filter(([name]) => name.startsWith('embedded'))
+      .reduce((a, [, us]) => a + us, 0)
+  const perRound = (c: typeof off) =>
+    c.runs
+      .map((r, i) => (r.result.reqPerSec / (off.runs[i]?.result.reqPerSec ?? Number.NaN)).toFixed(2))
+      .join(', ')
+  log(
+    `per-round ratios to off: 1.0 ${perRound(all)}; 0.1 ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, 0.1 ${fmt(serviceCpu(tenth.summary), 0)} µs`,
+  )
+  for (const child of children) log(`  peak RSS ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
+  sink.close()
+  log(
+    `tracing: 1.0/off ${(all.summary.reqPerSec / off.summary.reqPerSec).toFixed(2)}, 0.1/off ${(tenth.summary.reqPerSec / off.summary.reqPerSec).toFixed(2)} (off ${fmt(off.summary.reqPerSec, 0)} req/s, 1.0 ${fmt(all.summary.reqPerSec, 0)} req/s, 0.1 ${fmt(tenth.summary.reqPerSec, 0)} req/s)`,
+  )
+}
+
 let exitCode = 0
 try {
-  await main()
+  await (args.tracing ? mainTracing() : main())
 } catch (err) {
   process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\nlogs: ${logDir}\n`)
   exitCode = 1

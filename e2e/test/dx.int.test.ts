@@ -31,7 +31,7 @@ describe('developer experience against the distributed stack', () => {
     doc = res.body
     const page = await fetch(`${stack.gateway}/api/v1/docs`)
     expect(page.status).toBe(200)
-    expect(await page.text()).toContain('id="op-invokePrompt"')
+    expect(await page.text()).toContain('href="/api/v1/openapi.json"')
   })
 
   it('answers the slice, and its failures, exactly as the document describes', async () => {

@@ -241,7 +241,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   app.addHook('onResponse', async (request, reply) => limits.settle(request, reply.statusCode))
 
   await app.register(proxy, proxyOptions(config, upstreams, tracing))
-  docsRoutes(app)
+  await docsRoutes(app)
   await dashboardRoutes(app, dashboardDir(config.DASHBOARD_DIR))
 
   app.addHook('onClose', async () => {

@@ -76,12 +76,36 @@ describe('the gateway serves the document and its reference page', () => {
     expect(res.json()).toEqual(JSON.parse(JSON.stringify(doc)))
   })
 
-  it('GET /api/v1/docs: an HTML page that links the document', async () => {
+  it('GET /api/v1/docs: the reference page, its scripts from this origin under its own CSP', async () => {
     const res = await app.inject({ method: 'GET', url: '/api/v1/docs' })
     expect(res.statusCode).toBe(200)
     expect(res.headers['content-type']).toContain('text/html')
     expect(res.body).toContain('href="/api/v1/openapi.json"')
-    expect(res.body).toContain('id="op-invokePrompt"')
+    const csp = String(res.headers['content-security-policy'])
+    expect(csp).toContain("script-src 'self'")
+    expect(csp).toContain("connect-src 'self'")
+    const scripts = [...res.body.matchAll(/<script src="([^"]+)"><\/script>/g)].map((m) => m[1] ?? '')
+    expect(scripts).toHaveLength(2)
+    expect(scripts.every((src) => src.startsWith('/api-docs/'))).toBe(true)
+    const [bundle, init] = scripts as [string, string]
+    expect(bundle).toMatch(/^\/api-docs\/scalar-\d+\.\d+\.\d+\.js$/)
+    const js = await app.inject({ method: 'GET', url: bundle })
+    expect(js.statusCode).toBe(200)
+    expect(js.headers['content-type']).toContain('text/javascript')
+    expect(js.headers['cache-control']).toContain('immutable')
+    expect(js.body).toContain('createApiReference')
+    const zipped = await app.inject({
+      method: 'GET',
+      url: bundle,
+      headers: { 'accept-encoding': 'gzip, br' },
+    })
+    expect(zipped.headers['content-encoding']).toBe('gzip')
+    expect(zipped.rawPayload.length).toBeLessThan(js.rawPayload.length / 2)
+    const settings = await app.inject({ method: 'GET', url: init })
+    expect(settings.statusCode).toBe(200)
+    expect(settings.body).toContain("url: '/api/v1/openapi.json'")
+    expect(settings.body).toContain('telemetry: false')
+    expect(settings.body).toContain('withDefaultFonts: false')
   })
 
   it('still answers 404 NOT_FOUND for paths that are in neither', async () => {

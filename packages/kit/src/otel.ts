@@ -5,6 +5,7 @@ import {
   ROOT_CONTEXT,
   SpanKind as OtelKind,
   SpanStatusCode,
+  TraceFlags,
   trace,
 } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
@@ -17,6 +18,7 @@ import {
   BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
+  type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
@@ -59,8 +61,11 @@ export function createOtelTracing(opts: {
   serviceName: string
   sampler: TracesSampler
   ratio: number
+  /** Instead of OTLP over HTTP to `endpoint` (tests). */
+  exporter?: SpanExporter
 }): Tracing {
-  const exporter = new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
+  const exporter =
+    opts.exporter ?? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
     sampler: samplerFor(opts.sampler, opts.ratio),
@@ -78,16 +83,49 @@ export function createOtelTracing(opts: {
     return out
   }
 
+  /**
+   * Every span of a trace this process does not record, once its root was dropped: no span is
+   * started, no context entered, nothing recorded. The current context already holds the dropped
+   * root, so children get this handle too and outgoing headers carry its traceparent (flags 00),
+   * so the next service drops the trace as well.
+   */
+  const dropped: SpanHandle = {
+    recording: false,
+    run: (fn) => fn(),
+    headers: () => headersOf(contexts.active()),
+    update: () => {},
+    end: () => {},
+  }
+
   const start = (name: string, o: SpanOptions = {}): SpanHandle => {
-    const parent = o.parent ? propagator.extract(ROOT_CONTEXT, o.parent, getter) : contexts.active()
+    let parent: Context
+    if (o.parent) {
+      parent =
+        getter.get(o.parent, 'traceparent') === undefined
+          ? ROOT_CONTEXT
+          : propagator.extract(ROOT_CONTEXT, o.parent, getter)
+    } else {
+      parent = contexts.active()
+      // A child of a span this process started unsampled is unsampled under every sampler here
+      // (the parent-based ones follow the parent, traceidratio decides by the same trace id, the
+      // always_* ones decide alike): no need to ask the sampler again. The flag, not
+      // isRecording(): a sampled span that has ended still has recorded children.
+      const current = trace.getSpan(parent)?.spanContext()
+      if (current && !current.isRemote && (current.traceFlags & TraceFlags.SAMPLED) === 0) return dropped
+    }
     const span = tracer.startSpan(
       name,
       { kind: KINDS[o.kind ?? 'internal'], ...(o.attributes ? { attributes: o.attributes } : {}) },
       parent,
     )
     const ctx = trace.setSpan(parent, span)
+    if (!span.isRecording()) {
+      // The root of a dropped trace: entered (its children and outgoing headers must see it), never recorded.
+      return { ...dropped, run: (fn) => contexts.with(ctx, fn), headers: () => headersOf(ctx) }
+    }
     let ended = false
     return {
+      recording: true,
       run: (fn) => contexts.with(ctx, fn),
       headers: () => headersOf(ctx),
       update: (newName, attributes) => {
@@ -110,6 +148,7 @@ export function createOtelTracing(opts: {
     start,
     span: async (name, fn, o) => {
       const handle = start(name, o)
+      if (!handle.recording) return handle.run(fn)
       try {
         const result = await handle.run(fn)
         handle.end()

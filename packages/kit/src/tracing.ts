@@ -70,12 +70,15 @@ export function traceRequests(
   app.addHook('preValidation', reenter)
   app.addHook('preHandler', reenter)
   app.addHook('onResponse', (request, reply, done) => {
-    const route = routeOf(request) ?? 'unmatched'
-    request.traceSpan?.update(`${request.method} ${route}`, {
-      'http.route': route,
-      'http.response.status_code': reply.statusCode,
-    })
-    request.traceSpan?.end(reply.statusCode >= 500 ? new Error(`HTTP ${reply.statusCode}`) : undefined)
+    const span = request.traceSpan
+    if (span?.recording) {
+      const route = routeOf(request) ?? 'unmatched'
+      span.update(`${request.method} ${route}`, {
+        'http.route': route,
+        'http.response.status_code': reply.statusCode,
+      })
+      span.end(reply.statusCode >= 500 ? new Error(`HTTP ${reply.statusCode}`) : undefined)
+    }
     done()
   })
 }
@@ -85,34 +88,49 @@ export function traceRequests(
  * (store calls). Methods run on the object itself, so its own inner calls are not traced again.
  */
 export function traceMethods<T extends object>(target: T, tracing: Tracing, prefix: string): T {
+  // One wrapper per method, made on first use (not one closure per property read).
+  const wrappers = new Map<
+    string,
+    { value: (...a: unknown[]) => unknown; wrapper: (...a: unknown[]) => unknown }
+  >()
+  const wrap = (obj: T, prop: string, value: (...a: unknown[]) => unknown) => {
+    const name = `${prefix}.${prop}`
+    return (...args: unknown[]) => {
+      const span = tracing.start(name, { kind: 'internal' })
+      // Inside a dropped trace: the call itself, its result unwrapped.
+      if (!span.recording) return value.apply(obj, args)
+      let result: unknown
+      try {
+        result = span.run(() => value.apply(obj, args))
+      } catch (err) {
+        span.end(err)
+        throw err
+      }
+      if (result && typeof (result as Promise<unknown>).then === 'function') {
+        return (result as Promise<unknown>).then(
+          (v) => {
+            span.end()
+            return v
+          },
+          (err: unknown) => {
+            span.end(err)
+            throw err
+          },
+        )
+      }
+      span.end()
+      return result
+    }
+  }
   return new Proxy(target, {
     get(obj, prop, receiver) {
       const value = Reflect.get(obj, prop, receiver)
       if (typeof value !== 'function' || typeof prop !== 'string') return value
-      return (...args: unknown[]) => {
-        const span = tracing.start(`${prefix}.${prop}`, { kind: 'internal' })
-        let result: unknown
-        try {
-          result = span.run(() => (value as (...a: unknown[]) => unknown).apply(obj, args))
-        } catch (err) {
-          span.end(err)
-          throw err
-        }
-        if (result && typeof (result as Promise<unknown>).then === 'function') {
-          return (result as Promise<unknown>).then(
-            (v) => {
-              span.end()
-              return v
-            },
-            (err: unknown) => {
-              span.end(err)
-              throw err
-            },
-          )
-        }
-        span.end()
-        return result
-      }
+      const known = wrappers.get(prop)
+      if (known?.value === value) return known.wrapper
+      const wrapper = wrap(obj, prop, value as (...a: unknown[]) => unknown)
+      wrappers.set(prop, { value: value as (...a: unknown[]) => unknown, wrapper })
+      return wrapper
     },
   })
 }

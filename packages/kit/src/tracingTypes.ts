@@ -6,6 +6,11 @@ export type SpanAttributes = Record<string, string | number | boolean>
 export type Carrier = Record<string, string | string[] | undefined>
 
 export interface SpanHandle {
+  /**
+   * False for a span the sampler dropped (and every span under it): then `update` and `end` do
+   * nothing, and callers skip their own span work (names, attributes, wrapping results).
+   */
+  readonly recording: boolean
   /** Runs `fn` with this span as the current one (children and outgoing headers follow it). */
   run<T>(fn: () => T): T
   /** traceparent / tracestate of this span, for an outgoing request or message. */

@@ -8,4 +8,3 @@ export {
   type OpenApiResponse,
   toOpenApiPath,
 } from './document.ts'
-export { escapeHtml, renderReferencePage } from './reference.ts'

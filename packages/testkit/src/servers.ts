@@ -1,4 +1,5 @@
 import { GenericContainer, type StartedTestContainer } from 'testcontainers'
+import { startPrivateServer } from './privateServers.ts'
 
 /**
  * Real servers for tests. A URL from the environment wins (CI sets NATS_URL and REDIS_URL
@@ -49,13 +50,17 @@ async function fromEnvOrContainer(
 
 let nats: Promise<string> | undefined
 export function natsUrl(): Promise<string> {
-  nats ??= fromEnvOrContainer('NATS_URL', 'nats:2.10-alpine', 4222, 'nats', ['-js'])
+  nats ??= startPrivateServer('nats').then(
+    (url) => url ?? fromEnvOrContainer('NATS_URL', 'nats:2.10-alpine', 4222, 'nats', ['-js']),
+  )
   return nats
 }
 
 let redis: Promise<string> | undefined
 export function redisUrl(): Promise<string> {
-  redis ??= fromEnvOrContainer('REDIS_URL', 'redis:7-alpine', 6379, 'redis')
+  redis ??= startPrivateServer('redis').then(
+    (url) => url ?? fromEnvOrContainer('REDIS_URL', 'redis:7-alpine', 6379, 'redis'),
+  )
   return redis
 }
 

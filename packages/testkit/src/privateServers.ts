@@ -1,0 +1,74 @@
+import { spawn } from 'node:child_process'
+import { accessSync, constants, mkdtempSync } from 'node:fs'
+import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { freePort } from './processes.ts'
+
+/**
+ * Private servers for test files that run side by side. With PM_TEST_PRIVATE_SERVERS=1 (set by
+ * `npm test`, whose integration files run concurrently) and the binary installed, each test
+ * file (each vitest module graph) gets its own `nats-server -js` or `redis-server` on a free
+ * loopback port: files then share no JetStream stream, durable consumer or Redis key. Otherwise
+ * (a single file run by hand, no binary) undefined: the caller uses NATS_URL / REDIS_URL.
+ *
+ * A server lives as long as the process that started it: a small shell watches that process
+ * and stops the server when it is gone, so a killed test worker leaves nothing behind.
+ */
+export type PrivateKind = 'nats' | 'redis'
+
+const BINARIES: Record<PrivateKind, string> = { nats: 'nats-server', redis: 'redis-server' }
+
+function findBinary(name: string): string | undefined {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin']
+  for (const dir of dirs) {
+    if (!dir) continue
+    const candidate = join(dir, name)
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+export function privateServersWanted(): boolean {
+  return process.env.PM_TEST_PRIVATE_SERVERS === '1'
+}
+
+export async function startPrivateServer(kind: PrivateKind): Promise<string | undefined> {
+  if (!privateServersWanted()) return undefined
+  const bin = findBinary(BINARIES[kind])
+  if (!bin) return undefined
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), `pm-test-${kind}-`))
+  const args =
+    kind === 'nats'
+      ? ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir]
+      : ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir]
+  // The server in the background; the shell polls the test process once a second and, when it
+  // is gone, stops the server and removes its folder.
+  const quoted = [bin, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
+  const script = `${quoted} >/dev/null 2>&1 & s=$!; trap 'kill $s 2>/dev/null; wait $s 2>/dev/null; rm -rf '"'${dir}'"'' EXIT; while kill -0 ${process.pid} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 1; done`
+  const watcher = spawn('bash', ['-c', script], { stdio: 'ignore', detached: true })
+  watcher.unref()
+  const deadline = Date.now() + 15_000
+  while (Date.now() < deadline) {
+    if (await accepts(port)) return `${kind}://127.0.0.1:${port}`
+    await new Promise((r) => setTimeout(r, 25))
+  }
+  throw new Error(`${BINARIES[kind]} did not listen on 127.0.0.1:${port} within 15 s`)
+}
