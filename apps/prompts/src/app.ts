@@ -69,6 +69,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     ...(tracing ? { tracing } : {}),
   })
   const { metrics } = opts
+  metrics?.declare('prompts')
   if (metrics) {
     collectWhileOpen(app, metrics, async () => {
       const backlog = await store.outboxBacklog()

@@ -44,6 +44,7 @@ export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookS
 export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   const { config } = opts
   const { tracing } = opts
+  opts.metrics?.declare('webhooks')
   const ownStore = opts.store ?? (await openWebhookStore(config))
   const store = tracing ? traceMethods(ownStore, tracing, 'webhooks.store') : ownStore
   const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'webhooks'))

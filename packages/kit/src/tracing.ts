@@ -78,6 +78,9 @@ export function traceRequests(
   const routeOf = opts.route ?? ((request: FastifyRequest) => request.routeOptions.url)
   app.decorateRequest('traceSpan', null)
   app.addHook('onRequest', (request, _reply, done) => {
+    // Probes (kubelet, the gateway's readiness checks, load balancers) poll /health/* all day:
+    // a root trace each would drown the real ones. One that carries a traceparent is traced.
+    if (request.url.startsWith('/health/') && request.headers.traceparent === undefined) return done()
     const span = tracing.start(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
       kind: 'server',
       parent: request.headers,
@@ -108,8 +111,23 @@ export function traceRequests(
 }
 
 /**
+ * An answer that found no work: nothing, an empty list, zero, or `{count: 0}`. A background
+ * poll (the outbox relay's claimBatch and pendingOutbox, the webhook worker's claimDue, a
+ * scrape's outboxBacklog) answers this many times a second on an idle install.
+ */
+export function foundNothing(value: unknown): boolean {
+  if (value === undefined || value === null || value === 0) return true
+  if (Array.isArray(value)) return value.length === 0
+  if (typeof value === 'object' && 'count' in value) return (value as { count: unknown }).count === 0
+  return false
+}
+
+/**
  * The same object, with each method that returns a promise run in a span `<prefix>.<method>`
  * (store calls). Methods run on the object itself, so its own inner calls are not traced again.
+ * A call outside any span (a poller's, not a request's) that finds no work is not exported: an
+ * idle install would otherwise send a root trace per poll (about 260,000 a day). Its span is
+ * left unended, which drops it (the SDK exports ended spans only).
  */
 export function traceMethods<T extends object>(target: T, tracing: Tracing, prefix: string): T {
   return new Proxy(target, {
@@ -117,6 +135,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
       const value = Reflect.get(obj, prop, receiver)
       if (typeof value !== 'function' || typeof prop !== 'string') return value
       return (...args: unknown[]) => {
+        const root = tracing.headers().traceparent === undefined
         const span = tracing.start(`${prefix}.${prop}`, { kind: 'internal' })
         let result: unknown
         try {
@@ -128,7 +147,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
         if (result && typeof (result as Promise<unknown>).then === 'function') {
           return (result as Promise<unknown>).then(
             (v) => {
-              span.end()
+              if (!(root && foundNothing(v))) span.end()
               return v
             },
             (err: unknown) => {
@@ -137,7 +156,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
             },
           )
         }
-        span.end()
+        if (!(root && foundNothing(result))) span.end()
         return result
       }
     },
