@@ -82,6 +82,15 @@ export async function backupStores(dataDir: string, out: string): Promise<Backup
   }
 }
 
+/**
+ * The -wal and -shm that opening a copy of a WAL-mode store creates (the check's read-only
+ * connection cannot remove them when it closes). Nothing wrote through them: the copy's pages
+ * are all in the file itself, so they hold nothing to keep.
+ */
+function removeSidecars(file: string): void {
+  for (const suffix of ['-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true })
+}
+
 /** Throws unless the file is a sound SQLite database. */
 function check(file: string, name: string): void {
   const db = new DatabaseSync(file, { readOnly: true })
@@ -168,12 +177,16 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
   try {
     for (const e of entries) {
       const tmp = join(dataDir, `${e.name}.restoring`)
+      staged.push({ name: e.name, tmp })
       writeFileSync(tmp, e.content)
       check(tmp, e.name)
-      staged.push({ name: e.name, tmp })
+      removeSidecars(tmp)
     }
   } catch (err) {
-    for (const s of staged) rmSync(s.tmp, { force: true })
+    for (const s of staged) {
+      rmSync(s.tmp, { force: true })
+      removeSidecars(s.tmp)
+    }
     throw err
   }
   const setAside: string[] = []
