@@ -53,7 +53,7 @@ export function docBlocks(file: string): DocBlock[] {
  * admin; only `localhost:8080` is replaced by the test's port. Blocks marked skipped are listed
  * with their reasons. A failing command fails the test with the block's line and its output.
  */
-describe('README.md: the shell blocks work as written', () => {
+describe('README.md and clients/python/README.md: the blocks work as written', () => {
   const blocks = docBlocks('README.md')
   let proc: RunningProcess
   let base: string
@@ -90,6 +90,16 @@ describe('README.md: the shell blocks work as written', () => {
     for (const b of runnable) {
       script += `echo "--- README.md:${b.line}" >&2\n${b.code.replaceAll('http://localhost:8080', base)}\n`
     }
+    // Then the Python client's README, with the key and the prompt the walk-through made
+    // (its PROMPTS_URL, PROMPTS_API_KEY and PROMPT_ID) and the client from this checkout.
+    const python = docBlocks('clients/python/README.md')
+    expect(python.filter((b) => !b.skip && b.lang !== 'python' && b.lang !== '')).toEqual([])
+    // One Python process for all of them: later blocks use the client the first one made.
+    const pythonCode = python
+      .filter((b) => b.lang === 'python' && !b.skip)
+      .map((b) => `# clients/python/README.md:${b.line}\n${b.code}`)
+      .join('\n')
+    script += `echo "--- clients/python/README.md" >&2\nPROMPTS_URL=$BASE PROMPTS_API_KEY=$KEY PROMPT_ID=$PROMPT PYTHONPATH=clients/python/src python3 - <<'PYTHON_BLOCK'\n${pythonCode}\nPYTHON_BLOCK\n`
     const out = await run('bash', ['-c', script], {
       cwd: REPO_ROOT,
       timeout: 60_000,
@@ -101,6 +111,10 @@ describe('README.md: the shell blocks work as written', () => {
     expect(out.stdout).toContain('"renderedContent":"Hello Ada!"')
     expect(out.stdout).toContain('"renderedMessages":[{"role":"system","content":"You help Ada."}')
     expect(out.stdout).not.toContain('"error"')
+    // The Python README's example: the latest version rendered, then a 404 with a UUID request id.
+    expect(out.stdout).toMatch(/Hello Ada! 1 network\n/)
+    expect(out.stdout).toMatch(/404 NOT_FOUND [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n/)
+    expect(out.stdout).toContain('Hello Bo!')
     expect(skipped.length).toBeGreaterThan(0)
   }, 90_000)
 })
