@@ -190,6 +190,8 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     )
     const fresh0 = modes(fresh)
     expect(fresh0).toEqual(privateModes(fresh0))
+    // Only the stores: no *.restoring file, and no -wal/-shm the integrity check's open left.
+    expect(readdirSync(fresh).filter((f) => f.includes('restoring'))).toEqual([])
     const again = await cli(['restore', file, '--data-dir', fresh])
     expect(again.code).toBe(1)
     expect(again.stderr).toMatch(/already in .*--force/)

@@ -113,6 +113,15 @@ function checkKeyFile(file: string): void {
   if (!readFileSync(file, 'utf8').trim()) throw new RestoreRefused(`${KEY_FILE} in the backup is empty`)
 }
 
+/**
+ * The -wal and -shm that opening a copy of a WAL-mode store creates (the check's read-only
+ * connection cannot remove them when it closes). Nothing wrote through them: the copy's pages
+ * are all in the file itself, so they hold nothing to keep.
+ */
+function removeSidecars(file: string): void {
+  for (const suffix of ['-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true })
+}
+
 /** Throws unless the file is a sound SQLite database. */
 function check(file: string, name: string): void {
   const db = new DatabaseSync(file, { readOnly: true })
@@ -198,14 +207,20 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
   try {
     for (const e of entries) {
       const tmp = join(dataDir, `${e.name}.restoring`)
+      staged.push({ name: e.name, tmp })
       writeFileSync(tmp, e.content, { mode: 0o600 })
       chmodSync(tmp, 0o600)
       if (e.name === KEY_FILE) checkKeyFile(tmp)
-      else check(tmp, e.name)
-      staged.push({ name: e.name, tmp })
+      else {
+        check(tmp, e.name)
+        removeSidecars(tmp)
+      }
     }
   } catch (err) {
-    for (const s of staged) rmSync(s.tmp, { force: true })
+    for (const s of staged) {
+      rmSync(s.tmp, { force: true })
+      removeSidecars(s.tmp)
+    }
     throw err
   }
   const setAside: string[] = []

@@ -16,8 +16,15 @@ export const USAGE = `pm: operate a prompt service from the command line
   pm keys create --name <name> --scopes <prompts:read,prompts:write,...> [--expires <ISO date>] [--rate <points>/<seconds>]
   pm keys revoke <keyId>
   pm prompts list [--search <text>] [--tags <a,b>] [--visibility all|public|private] [--page <n>] [--limit <n>]
-  pm prompts get <promptId>
-  pm prompts create --name <name> (--template <text> | --template-file <path>) [--description <text>] [--tags <a,b>]
+  pm prompts get <promptId> | --slug <slug>
+  pm prompts create --name <name> (--template <text> | --template-file <path>) [--slug <slug>] [--description <text>]
+          [--tags <a,b>] [--config-json <json>]
+  pm prompts create --name <name> --type chat (--message <role>:<content> ... | --messages-file <path>) [...]
+      A chat prompt: one --message per message, in order (roles system, user, assistant, developer,
+      tool); --message placeholder:<name> takes a list of messages at invoke.
+  pm prompts update <promptId> [--name ...] [--slug ...] [--description ...] [--tags ...] [--template ... |
+          --template-file ... | --message ... | --messages-file ...] [--config-json <json|null>] [--public true|false]
+  pm prompts delete <promptId> --yes
   pm publish <promptId> [--changelog <text>]
   pm promote <promptId> <preview|production> (--version <n> | --version-id <id>)
   pm import <file.csv> [--no-wait]

@@ -71,8 +71,29 @@ export function parse<const O extends Options>(args: string[], options: O) {
       strict: true,
     })
   } catch (err) {
-    throw new UsageError((err as Error).message)
+    throw new UsageError(
+      describeParseError(err as Error & { code?: string }, { ...GLOBAL_OPTIONS, ...options }),
+    )
   }
+}
+
+/** Node's parser messages quote oddly ('-- "--slug"'); say what was wrong and what is accepted. */
+export function describeParseError(err: Error & { code?: string }, options: Options): string {
+  const flag = /'(--?[^' ]+)/.exec(err.message)?.[1]
+  const accepted = Object.entries(options)
+    .filter(([name]) => name !== 'help')
+    .map(([name, o]) => (o.type === 'string' ? `--${name} <value>` : `--${name}`))
+    .join(', ')
+  if (err.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && flag) {
+    return `unknown option ${flag}; this command takes ${accepted}`
+  }
+  if (err.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && flag) {
+    const name = flag.replace(/^-+/, '')
+    return options[name]?.type === 'boolean'
+      ? `${flag} takes no value`
+      : `${flag} needs a value: ${flag} <value>`
+  }
+  return err.message
 }
 
 export function required(value: string | undefined, flag: string): string {
@@ -150,6 +171,9 @@ export async function refreshSession(ctx: Context, saved: Session): Promise<Sess
       accessToken: answer.accessToken,
       refreshToken: answer.refreshToken ?? saved.refreshToken,
       expiresAt: new Date(Date.now() + answer.expiresIn * 1000).toISOString(),
+      ...(answer.refreshExpiresIn !== undefined
+        ? { sessionExpiresAt: new Date(Date.now() + answer.refreshExpiresIn * 1000).toISOString() }
+        : {}),
     }
     writeSession(ctx.settings.sessionFile, next)
     return next

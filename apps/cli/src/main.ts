@@ -6,7 +6,12 @@ function programName(env: NodeJS.ProcessEnv): string {
   if (env.npm_lifecycle_event === 'cli') {
     return env.npm_config_user_agent?.startsWith('pnpm/') ? 'pnpm cli' : 'npm run cli --'
   }
-  if (env.npm_command === 'exec') return 'npx @pm/cli'
+  // npx of the tarball (`npx -y --package=<tgz> -- pm`): @pm/cli is not on the registry, so name `pm`
+  // the way that works, with the tarball the user ran if npm says which.
+  if (env.npm_command === 'exec') {
+    const pkg = env.npm_config_package
+    return `npx -y --package=${pkg && /\.tgz$/.test(pkg) ? pkg : '<pm-cli tarball>'} -- pm`
+  }
   return 'pm'
 }
 

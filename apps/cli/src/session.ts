@@ -8,7 +8,10 @@ export interface Session {
   accessToken: string
   refreshToken?: string
   organizationId: string | null
+  /** When the access token expires (minutes); renewed with the refresh token. */
   expiresAt: string
+  /** When the session (its refresh token) ends unless used: 30 days by default, restarted by each renewal. */
+  sessionExpiresAt?: string
 }
 
 export function readSession(file: string): Session | null {

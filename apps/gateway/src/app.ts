@@ -79,6 +79,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     .filter(Boolean)
 
   const { metrics, tracing } = opts
+  metrics?.declare('gateway')
   const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'gateway'))
   const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
   const redis = config.REDIS_URL
@@ -136,9 +137,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     https,
     trustProxy: trustProxy && trustProxy.length > 0 ? trustProxy : false,
     // The public route's template (the proxy itself is one wildcard route).
-    route: (request) =>
-      request.policyMatch?.policy.url ??
-      (request.routeOptions.url?.includes('*') ? undefined : request.routeOptions.url),
+    route: (request) => request.policyMatch?.policy.url ?? localRoute(request.routeOptions.url),
     ...(tracing ? { tracing } : {}),
     metrics: metrics && {
       registry: metrics,
@@ -250,4 +249,16 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     if (!opts.bus) await ownBus.close()
   })
   return app
+}
+
+/**
+ * The label of a route the gateway answers itself: the dashboard's hashed assets under one
+ * (`/assets/*`, not one per file and release), its page (the SPA fallback) as `/*`; any other
+ * wildcard (the proxy's, for a path no public route declares) stays unmatched.
+ */
+export function localRoute(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  if (url.startsWith('/assets/')) return '/assets/*'
+  if (url === '/*') return '/*'
+  return url.includes('*') ? undefined : url
 }

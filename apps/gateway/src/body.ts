@@ -93,7 +93,10 @@ export async function peekBody(
   request.body = Readable.from([raw])
   if (raw.length === 0) return
   if (!isJsonMediaType(request.headers['content-type'])) {
-    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json')
+    throw new AppError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      'unsupported content type: send the body as JSON with "content-type: application/json"',
+    )
   }
   const parsed = parseJsonBody(raw)
   request.peekedBody =

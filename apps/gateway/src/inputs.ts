@@ -30,6 +30,13 @@ export function buildParamsChecks(): Map<string, ParamsCheck> {
   return checks
 }
 
+/** What /api/v1/prompts/slug/:slug also answers ("METHOD rest-of-path"). */
+const SLUG_ROUTES = new Set(
+  listRoutes()
+    .filter((r) => r.path.startsWith('/api/v1/prompts/slug/:slug'))
+    .map((r) => `${r.method} ${r.path.slice('/api/v1/prompts/slug/:slug'.length)}`),
+)
+
 /** Refuses path parameters the catalogue does not allow (400 VALIDATION_ERROR). */
 export function checkParams(
   checks: Map<string, ParamsCheck>,
@@ -39,7 +46,22 @@ export function checkParams(
 ): void {
   const check = checks.get(`${method} ${pattern}`)
   const problems = check ? check(params) : []
-  if (problems.length > 0) throw new AppError('VALIDATION_ERROR', 'request is invalid', problems)
+  if (problems.length === 0) return
+  // A slug where a prompt id goes (/prompts/greeting/invoke): say where slugs are looked up.
+  if (pattern.startsWith('/api/v1/prompts/:id') && problems.some((p) => p.path === '/params/id')) {
+    const slug = /^[a-z0-9]+(?:-[a-z0-9]+)*$/.test(params.id ?? '')
+    const rest = pattern.slice('/api/v1/prompts/:id'.length)
+    const bySlug = SLUG_ROUTES.has(`${method} ${rest}`)
+      ? `use ${method} /api/v1/prompts/slug/${params.id}${rest}`
+      : `find its id with GET /api/v1/prompts/slug/${params.id}`
+    const hint = `a prompt id is 24 hexadecimal characters${slug ? `; to name the prompt by its slug, ${bySlug}` : ''}`
+    throw new AppError(
+      'VALIDATION_ERROR',
+      `"${params.id}" is not a prompt id: ${hint}`,
+      problems.map((p) => (p.path === '/params/id' ? { path: p.path, message: hint } : p)),
+    )
+  }
+  throw new AppError('VALIDATION_ERROR', 'request is invalid', problems)
 }
 
 /**

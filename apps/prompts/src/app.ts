@@ -17,6 +17,7 @@ import { environmentRoutes } from './routes/environments.ts'
 import { forkRoutes } from './routes/fork.ts'
 import { importRoutes } from './routes/import.ts'
 import { internalRoutes } from './routes/internal.ts'
+import { resolveRoutes } from './routes/resolve.ts'
 import { promptRoutes } from './routes/prompts.ts'
 import { publicRoutes } from './routes/public.ts'
 import { versionRoutes } from './routes/versions.ts'
@@ -68,6 +69,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     ...(tracing ? { tracing } : {}),
   })
   const { metrics } = opts
+  metrics?.declare('prompts')
   if (metrics) {
     collectWhileOpen(app, metrics, async () => {
       const backlog = await store.outboxBacklog()
@@ -98,6 +100,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   publicRoutes(app, deps)
   importRoutes(app, deps)
   internalRoutes(app, deps)
+  resolveRoutes(app, deps)
 
   app.addHook('onReady', async () => {
     relay.start()

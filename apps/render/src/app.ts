@@ -50,6 +50,7 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
     ...(tracing ? { tracing } : {}),
   })
   if (opts.metrics) {
+    opts.metrics.declare('render')
     // Read from the resolver's own tallies at scrape time: nothing added to the render path.
     const lookups = opts.metrics.renderCache
     const hits = Metrics.follow(lookups, { result: 'hit' }, () => rawResolver.stats.hits)

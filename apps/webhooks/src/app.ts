@@ -56,6 +56,7 @@ export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookS
 export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   const { config } = opts
   const { tracing } = opts
+  opts.metrics?.declare('webhooks')
   // Before anything connects: without SECRETS_KEY the distributed mode stops here, saying so.
   const secrets = opts.secrets ?? loadSecretBox(config)
   const ownStore = opts.store ?? (await openWebhookStore(config))

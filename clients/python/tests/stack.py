@@ -58,6 +58,9 @@ class Stack:
         self.log_path = os.path.join(self.dir, "service.log")
 
     def start(self, timeout: float = 60.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            return  # already running (test modules share one stack)
+        os.makedirs(self.dir, exist_ok=True)
         env = {
             "PATH": os.environ.get("PATH", ""),
             "PORT": str(self.port),

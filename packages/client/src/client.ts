@@ -6,11 +6,14 @@ import {
   type LoginResponse,
   type OperationId,
   type Prompt,
+  type ResolvedPrompt,
+  type Variable,
   type VariableInput,
 } from '@pm/contracts'
-import { renderTemplate, syncVariables } from '@pm/template'
+import { syncVariables } from '@pm/template'
 import { type CacheSource, stableKey, TtlCache } from './cache.ts'
 import { PromptServiceError } from './errors.ts'
+import { type LocalRendering, renderLocally, type RenderSource } from './local.ts'
 import { abortableSleep, DEFAULT_RETRY, type RetryInfo, type RetryOptions, Transport } from './transport.ts'
 import type { ApiMethods, RawInput } from './types.ts'
 
@@ -93,6 +96,30 @@ export interface RenderedPrompt {
 
 export type FetchedPrompt = Prompt & { source: CacheSource }
 
+/** Which published content to fetch for local rendering (as invoke's query: not both). */
+export interface RenderableOptions {
+  version?: number
+  env?: EnvironmentName
+  organizationId?: string
+  signal?: AbortSignal
+}
+
+/**
+ * A published version fetched for rendering in this process (`getRenderable`): its content,
+ * variables and config, and `render(values)`, which renders it exactly as invoke does. From a
+ * fallback template (`source: 'fallback'`) the ids and version are null.
+ */
+export interface RenderablePrompt extends RenderSource {
+  promptId: string
+  versionId: string | null
+  version: number | null
+  variables: Variable[]
+  config?: ResolvedPrompt['config']
+  source: CacheSource
+  /** Renders with these values; throws PromptServiceError (400) as invoke would refuse them. */
+  render(values?: Record<string, unknown>): LocalRendering
+}
+
 /** Operations that change a prompt: a successful one drops what this client cached of it. */
 const PROMPT_WRITES = new Set<OperationId>([
   'updatePrompt',
@@ -112,6 +139,7 @@ export class PromptClient {
   private readonly transport: Transport
   private readonly rendered: TtlCache<InvokeResult>
   private readonly prompts: TtlCache<Prompt>
+  private readonly resolved: TtlCache<ResolvedPrompt>
   private readonly fallbacks: Map<string, FallbackTemplate>
   private readonly slugs = new Map<string, Set<string>>()
   private accessToken: string | undefined
@@ -159,6 +187,7 @@ export class PromptClient {
     }
     this.rendered = new TtlCache(cacheOptions)
     this.prompts = new TtlCache(cacheOptions)
+    this.resolved = new TtlCache(cacheOptions)
     this.fallbacks = new Map(
       Object.entries(options.fallbackTemplates ?? {}).map(([id, t]) => [
         id,
@@ -247,21 +276,9 @@ export class PromptClient {
       return { ...value, source }
     } catch (err) {
       const promptId = 'id' in ref ? ref.id : ref.slug
-      const fallback = this.fallbacks.get(promptId)
-      if (!fallback || !(err instanceof PromptServiceError) || !err.isUnavailable) throw err
-      const declared = syncVariables(fallback.template, fallback.variables ?? []).variables
-      const optional = fallback.variables ? declared : declared.map((v) => ({ ...v, required: false }))
-      const outcome = renderTemplate(fallback.template, optional, variables, 'invoke')
-      if (outcome.missingRequired.length > 0) {
-        throw new PromptServiceError({
-          status: 400,
-          code: 'MISSING_REQUIRED_VARIABLES',
-          message: `missing required variables: ${outcome.missingRequired.join(', ')}`,
-          details: outcome.missingRequired,
-          operationId: 'invokePrompt',
-          cause: err,
-        })
-      }
+      const fallback = this.fallbackSource(promptId, err)
+      if (!fallback) throw err
+      const outcome = renderLocally(fallback, variables)
       return {
         renderedContent: outcome.renderedContent,
         variables,
@@ -269,6 +286,117 @@ export class PromptClient {
         versionId: null,
         version: null,
         source: 'fallback',
+      }
+    }
+  }
+
+  /**
+   * The registered fallback template of `name` (a prompt id or slug) as something to render,
+   * when `err` says the service is unavailable; undefined otherwise. Without declared variables
+   * every placeholder is optional.
+   */
+  private fallbackSource(name: string, err: unknown): RenderSource | undefined {
+    const fallback = this.fallbacks.get(name)
+    if (!fallback || !(err instanceof PromptServiceError) || !err.isUnavailable) return undefined
+    const declared = syncVariables(fallback.template, fallback.variables ?? []).variables
+    return {
+      template: fallback.template,
+      variables: fallback.variables ? declared : declared.map((v) => ({ ...v, required: false })),
+    }
+  }
+
+  /**
+   * Fetches the published content invoke would render (the current version, `version`, or the
+   * `env` pin) once per TTL, to render it here as often as you like: `(await
+   * client.getRenderable(id)).render({ name })`. Served stale while it is refreshed in the
+   * background (or while the service is down); with nothing cached and the service down, the
+   * fallback template registered under the id stands in (`source: 'fallback'`).
+   */
+  async getRenderable(promptId: string, options: RenderableOptions = {}): Promise<RenderablePrompt> {
+    return this.renderable({ id: promptId }, options)
+  }
+
+  /** `getRenderable` of the prompt with this slug (a fallback may be registered under the slug). */
+  async getRenderableBySlug(slug: string, options: RenderableOptions = {}): Promise<RenderablePrompt> {
+    return this.renderable({ slug }, options)
+  }
+
+  /**
+   * Like `invoke`, rendered in this process from the content `getRenderable` caches: one
+   * network call per prompt (and version or env) per TTL, whatever the variables.
+   */
+  async renderLocally(
+    promptId: string,
+    variables: Record<string, unknown> = {},
+    options: RenderableOptions = {},
+  ): Promise<RenderedPrompt> {
+    return rendered(await this.getRenderable(promptId, options), variables)
+  }
+
+  /** `renderLocally` of the prompt with this slug. */
+  async renderLocallyBySlug(
+    slug: string,
+    variables: Record<string, unknown> = {},
+    options: RenderableOptions = {},
+  ): Promise<RenderedPrompt> {
+    return rendered(await this.getRenderableBySlug(slug, options), variables)
+  }
+
+  private async renderable(
+    ref: { id: string } | { slug: string },
+    options: RenderableOptions,
+  ): Promise<RenderablePrompt> {
+    const org = options.organizationId ?? this.organizationId ?? ''
+    const name = 'id' in ref ? ref.id : `slug:${ref.slug}`
+    const key = `${name}|resolve|${org}|${options.version ?? ''}|${options.env ?? ''}`
+    const query = {
+      ...(options.version !== undefined ? { version: options.version } : {}),
+      ...(options.env ? { env: options.env } : {}),
+      ...(options.organizationId ? { organizationId: options.organizationId } : {}),
+    }
+    const load = async () => {
+      const result = (
+        'id' in ref
+          ? await this.transport.call('resolvePrompt', {
+              params: { id: ref.id },
+              query,
+              signal: options.signal,
+            })
+          : await this.transport.call('resolvePromptBySlug', {
+              params: { slug: ref.slug },
+              query,
+              signal: options.signal,
+            })
+      ) as ResolvedPrompt
+      if ('slug' in ref) this.slugsOf(result.promptId).add(ref.slug)
+      return result
+    }
+    try {
+      const { value, source } = await this.cached(this.resolved, key, load, true)
+      return {
+        promptId: value.promptId,
+        versionId: value.versionId,
+        version: value.version,
+        template: value.template,
+        variables: value.variables,
+        ...(value.messages ? { messages: value.messages } : {}),
+        ...(value.config ? { config: value.config } : {}),
+        source,
+        // The cached object itself is rendered, so its parsed form is reused (see local.ts).
+        render: (values = {}) => renderLocally(value, values),
+      }
+    } catch (err) {
+      const promptId = 'id' in ref ? ref.id : ref.slug
+      const fallback = this.fallbackSource(promptId, err)
+      if (!fallback) throw err
+      return {
+        promptId,
+        versionId: null,
+        version: null,
+        template: fallback.template,
+        variables: [...fallback.variables],
+        source: 'fallback',
+        render: (values = {}) => renderLocally(fallback, values),
       }
     }
   }
@@ -314,13 +442,17 @@ export class PromptClient {
     const prefix = promptId ? `${promptId}|` : ''
     this.rendered.clear(prefix)
     this.prompts.clear(prefix)
+    this.resolved.clear(prefix)
+    for (const slug of promptId ? (this.slugs.get(promptId) ?? []) : []) {
+      this.rendered.clear(`slug:${slug}|`)
+      this.resolved.clear(`slug:${slug}|`)
+    }
     if (promptId === undefined) this.slugs.clear()
-    for (const slug of promptId ? (this.slugs.get(promptId) ?? []) : []) this.rendered.clear(`slug:${slug}|`)
   }
 
   /** Resolves when background refreshes have finished. */
   async settled(): Promise<void> {
-    await Promise.all([this.rendered.settled(), this.prompts.settled()])
+    await Promise.all([this.rendered.settled(), this.prompts.settled(), this.resolved.settled()])
   }
 
   private async cached<T>(
@@ -365,4 +497,18 @@ export class PromptClient {
 
 export function createClient(options: PromptClientOptions): PromptClient {
   return new PromptClient(options)
+}
+
+function rendered(prompt: RenderablePrompt, variables: Record<string, unknown>): RenderedPrompt {
+  const outcome = prompt.render(variables)
+  return {
+    renderedContent: outcome.renderedContent,
+    variables,
+    promptId: prompt.promptId,
+    versionId: prompt.versionId,
+    version: prompt.version,
+    ...(outcome.renderedMessages ? { renderedMessages: outcome.renderedMessages } : {}),
+    ...(prompt.config ? { config: prompt.config } : {}),
+    source: prompt.source,
+  }
 }

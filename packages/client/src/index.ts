@@ -6,8 +6,11 @@ export {
   type InvokeOptions,
   PromptClient,
   type PromptClientOptions,
+  type RenderablePrompt,
+  type RenderableOptions,
   type RenderedPrompt,
 } from './client.ts'
+export { type LocalRendering, type RenderSource, renderLocally } from './local.ts'
 export { type ClientErrorCode, codeForStatus, PromptServiceError } from './errors.ts'
 export {
   backoffDelay,

@@ -50,8 +50,14 @@ export const LoginResponse = Type.Object(
   {
     accessToken: Type.String(),
     tokenType: Type.Literal('Bearer'),
-    expiresIn: Type.Integer(),
+    expiresIn: Type.Integer({ description: 'Seconds until the access token expires.' }),
     refreshToken: Type.Optional(Type.String()),
+    refreshExpiresIn: Type.Optional(
+      Type.Integer({
+        description:
+          'Seconds until the refresh token (the session) expires; each refresh rotates it and starts this period again.',
+      }),
+    ),
     user: Type.Ref(User),
     organizationId: Type.Union([ObjectId, Type.Null()]),
   },

@@ -6,6 +6,9 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, type Metric, Registry
 /** Runs before each scrape: reads a state (a backlog, a connection) into a gauge or counter. */
 export type Collector = () => Promise<void> | void
 
+/** The gateway's rate limiters (apps/gateway/src/limits.ts), each a `limiter` label value. */
+export const RATE_LIMITERS = ['login-ip', 'login-email', 'public-ip', 'api-key'] as const
+
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 /**
@@ -31,6 +34,28 @@ export class Metrics {
       this.made.set(name, metric)
     }
     return metric as T
+  }
+
+  /**
+   * Creates the metrics a service reports, each of its known series at 0, so that a healthy
+   * install has data for the alerts docs/operations.md recommends (a counter that appears only
+   * at its first event leaves `rate(...)` and `absent(...)` with nothing to read). Called by
+   * each service when it is built with metrics; the others stay absent from its registry.
+   */
+  declare(service: 'gateway' | 'prompts' | 'render' | 'webhooks'): void {
+    if (service === 'gateway') {
+      for (const limiter of RATE_LIMITERS) this.rateLimitRefusals.inc({ limiter }, 0)
+      for (const result of ['hit', 'miss']) this.keyCache.inc({ result }, 0)
+    } else if (service === 'render') {
+      for (const result of ['hit', 'miss']) this.renderCache.inc({ result }, 0)
+    } else if (service === 'prompts') {
+      this.outboxSent.inc(0)
+      this.outboxBacklog.set(0)
+      this.outboxOldestAge.set(0)
+    } else {
+      for (const outcome of ['delivered', 'retry', 'failed']) this.webhookAttempts.inc({ outcome }, 0)
+      for (const outcome of ['delivered', 'failed']) this.webhookDeliveries.zero({ outcome })
+    }
   }
 
   /** Request duration by service, route template, method and status (one observe per request). */

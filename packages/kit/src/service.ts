@@ -143,6 +143,24 @@ export function errorBody(code: ErrorCode, message: string, requestId: string, d
   return { error: { code, message, requestId, ...(details === undefined ? {} : { details }) } }
 }
 
+/**
+ * Ajv's message, with a hint where a common mistake is likely: a field the body does not take
+ * (template values sent beside `variables` instead of inside it).
+ */
+function fieldMessage(
+  keyword: string,
+  message: string | undefined,
+  location: string,
+  instancePath: string,
+  extra: string | undefined,
+): string {
+  if (keyword === 'additionalProperties' && location === 'body' && instancePath === '' && extra) {
+    return `unknown field "${extra}": this body takes only the fields the route declares (template values go inside "variables": {"variables": {"${extra}": ...}})`
+  }
+  if (keyword === 'additionalProperties' && extra) return `unknown field "${extra}"`
+  return message ?? 'invalid'
+}
+
 /** Maps anything thrown in a handler to the error body of DESIGN section 3. */
 export function toErrorResponse(
   err: FastifyError | AppError | Error,
@@ -153,19 +171,30 @@ export function toErrorResponse(
   }
   const fe = err as FastifyError
   if (fe.validation) {
-    const details = fe.validation.map((v) => ({
-      path: `${fe.validationContext ?? ''}${v.instancePath || ''}${
+    // One style for every `details.path`: a JSON pointer under its location (/body/config,
+    // /query/version, /params/id), as the gateway and the services' own checks write it.
+    const location = fe.validationContext === 'querystring' ? 'query' : (fe.validationContext ?? 'body')
+    const details = fe.validation.map((v) => {
+      const extra = (v.params as { additionalProperty?: string }).additionalProperty
+      const path = `/${location}${v.instancePath || ''}${
         v.keyword === 'required' ? `/${(v.params as { missingProperty?: string }).missingProperty}` : ''
-      }${v.keyword === 'additionalProperties' ? `/${(v.params as { additionalProperty?: string }).additionalProperty}` : ''}`,
-      message: v.message ?? 'invalid',
-    }))
+      }${v.keyword === 'additionalProperties' ? `/${extra}` : ''}`
+      return { path, message: fieldMessage(v.keyword, v.message, location, v.instancePath, extra) }
+    })
     return { status: 400, body: errorBody('VALIDATION_ERROR', 'request is invalid', requestId, details) }
   }
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large', requestId) }
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return { status: 415, body: errorBody('UNSUPPORTED_MEDIA_TYPE', 'unsupported content type', requestId) }
+      return {
+        status: 415,
+        body: errorBody(
+          'UNSUPPORTED_MEDIA_TYPE',
+          'unsupported content type: send the body as JSON with "content-type: application/json"',
+          requestId,
+        ),
+      }
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return { status: 400, body: errorBody('VALIDATION_ERROR', 'body is not valid JSON', requestId) }

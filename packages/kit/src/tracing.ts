@@ -51,6 +51,9 @@ export function traceRequests(
   const routeOf = opts.route ?? ((request: FastifyRequest) => request.routeOptions.url)
   app.decorateRequest('traceSpan', null)
   app.addHook('onRequest', (request, _reply, done) => {
+    // Probes (kubelet, the gateway's readiness checks, load balancers) poll /health/* all day:
+    // a root trace each would drown the real ones. One that carries a traceparent is traced.
+    if (request.url.startsWith('/health/') && request.headers.traceparent === undefined) return done()
     const span = tracing.start(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
       kind: 'server',
       parent: request.headers,
@@ -84,8 +87,23 @@ export function traceRequests(
 }
 
 /**
+ * An answer that found no work: nothing, an empty list, zero, or `{count: 0}`. A background
+ * poll (the outbox relay's claimBatch and pendingOutbox, the webhook worker's claimDue, a
+ * scrape's outboxBacklog) answers this many times a second on an idle install.
+ */
+export function foundNothing(value: unknown): boolean {
+  if (value === undefined || value === null || value === 0) return true
+  if (Array.isArray(value)) return value.length === 0
+  if (typeof value === 'object' && 'count' in value) return (value as { count: unknown }).count === 0
+  return false
+}
+
+/**
  * The same object, with each method that returns a promise run in a span `<prefix>.<method>`
  * (store calls). Methods run on the object itself, so its own inner calls are not traced again.
+ * A call outside any span (a poller's, not a request's) that finds no work is not exported: an
+ * idle install would otherwise send a root trace per poll (about 260,000 a day). Its span is
+ * left unended, which drops it (the SDK exports ended spans only).
  */
 export function traceMethods<T extends object>(target: T, tracing: Tracing, prefix: string): T {
   // One wrapper per method, made on first use (not one closure per property read).
@@ -96,6 +114,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
   const wrap = (obj: T, prop: string, value: (...a: unknown[]) => unknown) => {
     const name = `${prefix}.${prop}`
     return (...args: unknown[]) => {
+      const root = tracing.headers().traceparent === undefined
       const span = tracing.start(name, { kind: 'internal' })
       // Inside a dropped trace: the call itself, its result unwrapped.
       if (!span.recording) return value.apply(obj, args)
@@ -109,7 +128,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
       if (result && typeof (result as Promise<unknown>).then === 'function') {
         return (result as Promise<unknown>).then(
           (v) => {
-            span.end()
+            if (!(root && foundNothing(v))) span.end()
             return v
           },
           (err: unknown) => {
@@ -118,7 +137,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
           },
         )
       }
-      span.end()
+      if (!(root && foundNothing(result))) span.end()
       return result
     }
   }

@@ -18,27 +18,27 @@ function environment(text: string | undefined): EnvironmentName | undefined {
   return text as EnvironmentName
 }
 
-function tagList(text: string | undefined): string[] | undefined {
-  return text
-    ?.split(/[;,]/)
-    .map((t) => t.trim())
-    .filter(Boolean)
-}
+const PROMPTS_USAGE = 'pm prompts list|get|create|update|delete'
 
-/** `pm prompts list|get|create`. */
+/** `pm prompts list|get|create|update|delete`. */
 export async function promptsCommand(ctx: Context, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  if (sub !== 'list' && sub !== 'get' && sub !== 'create') throw new UsageError('pm prompts list|get|create')
+  // Writing commands live in prompts-edit.ts.
+  if (sub === 'create' || sub === 'update' || sub === 'delete') {
+    const edit = await import('./prompts-edit.ts')
+    if (sub === 'create') return edit.createPrompt(ctx, rest)
+    return sub === 'update' ? edit.updatePrompt(ctx, rest) : edit.deletePrompt(ctx, rest)
+  }
+  if (sub !== 'list' && sub !== 'get') {
+    throw new UsageError(sub ? `unknown subcommand "prompts ${sub}": ${PROMPTS_USAGE}` : PROMPTS_USAGE)
+  }
   const { values, positionals } = parse(rest, {
     search: { type: 'string' },
     tags: { type: 'string' },
     visibility: { type: 'string' },
     page: { type: 'string' },
     limit: { type: 'string' },
-    name: { type: 'string' },
-    template: { type: 'string' },
-    'template-file': { type: 'string' },
-    description: { type: 'string' },
+    slug: { type: 'string' },
   })
   const client = await clientFor(ctx, 'any')
   if (sub === 'list') {
@@ -79,8 +79,14 @@ export async function promptsCommand(ctx: Context, args: string[]): Promise<numb
   }
   if (sub === 'get') {
     const id = positionals[0]
-    if (!id) throw new UsageError('pm prompts get <promptId>')
-    const prompt = await client.api.getPrompt({ params: { id } })
+    const slug = values.slug
+    if ((id === undefined) === (slug === undefined)) {
+      throw new UsageError('pm prompts get <promptId> | --slug <slug> (one of the two)')
+    }
+    const prompt =
+      slug !== undefined
+        ? await client.api.getPromptBySlug({ params: { slug } })
+        : await client.api.getPrompt({ params: { id: id ?? '' } })
     ctx.print(
       [
         `${prompt.name} (${prompt._id}), slug ${prompt.slug}, ${prompt.versionCount} version(s), ${prompt.isPublic ? 'public' : 'private'}`,
@@ -92,18 +98,7 @@ export async function promptsCommand(ctx: Context, args: string[]): Promise<numb
     )
     return 0
   }
-  const template =
-    values.template ?? (values['template-file'] ? readFileSync(values['template-file'], 'utf8') : undefined)
-  const prompt = await client.api.createPrompt({
-    body: {
-      name: required(values.name, '--name'),
-      template: required(template, '--template or --template-file'),
-      ...(values.description ? { description: values.description } : {}),
-      ...(values.tags ? { tags: tagList(values.tags) } : {}),
-    },
-  })
-  ctx.print(`Created draft "${prompt.name}" (${prompt._id}), slug ${prompt.slug}.`, prompt)
-  return 0
+  return 2
 }
 
 /** `pm publish <promptId>`: the draft becomes the next version (user session). */
@@ -208,7 +203,13 @@ function parseVars(pairs: string[], json: string | undefined): Record<string, un
   }
   for (const pair of pairs) {
     const at = pair.indexOf('=')
-    if (at < 1) throw new UsageError(`--var takes name=value, got "${pair}"`)
+    if (at < 1) {
+      throw new UsageError(
+        at === 0
+          ? `--var "${pair}" has no name before "=": write --var name=value`
+          : `--var "${pair}" has no "=": write --var ${pair}=<value> (name=value)`,
+      )
+    }
     vars[pair.slice(0, at)] = pair.slice(at + 1)
   }
   return vars

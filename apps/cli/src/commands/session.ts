@@ -28,6 +28,11 @@ export async function loginCommand(ctx: Context, args: string[]): Promise<number
   const login = await client.login(email, password)
   const organization = ctx.org ?? login.organizationId
   const expiresAt = new Date(Date.now() + login.expiresIn * 1000).toISOString()
+  // The access token lasts minutes and is renewed on use; the session is the refresh token's life.
+  const sessionExpiresAt =
+    login.refreshExpiresIn !== undefined
+      ? new Date(Date.now() + login.refreshExpiresIn * 1000).toISOString()
+      : undefined
   writeSession(ctx.settings.sessionFile, {
     url,
     email,
@@ -35,10 +40,20 @@ export async function loginCommand(ctx: Context, args: string[]): Promise<number
     ...(login.refreshToken ? { refreshToken: login.refreshToken } : {}),
     organizationId: organization,
     expiresAt,
+    ...(sessionExpiresAt ? { sessionExpiresAt } : {}),
   })
+  const until = sessionExpiresAt
+    ? `session until ${sessionExpiresAt} (each use renews it)`
+    : 'the session is renewed automatically while the service accepts its refresh token'
   ctx.print(
-    `Signed in to ${url} as ${login.user.email}; organization ${organization ?? '(none)'}; session until ${expiresAt}.`,
-    { url, user: login.user, organizationId: organization, expiresAt },
+    `Signed in to ${url} as ${login.user.email}; organization ${organization ?? '(none)'}; ${until}.`,
+    {
+      url,
+      user: login.user,
+      organizationId: organization,
+      expiresAt,
+      sessionExpiresAt: sessionExpiresAt ?? null,
+    },
   )
   return 0
 }

@@ -98,9 +98,10 @@ export function Editor() {
     if (!dirty) setDraft(saved)
   }, [saved])
 
+  // Chat prompts: variables come from every message's content and each placeholder's name.
   const synced = useMemo(
-    () => syncVariables(draft.template, draft.variables),
-    [draft.template, draft.variables],
+    () => syncDraft(prompt.type, draft),
+    [prompt.type, draft.template, draft.messages, draft.variables],
   )
 
   const setVariable = (name: string, change: Partial<Variable>) => {

@@ -125,6 +125,7 @@ export class Sessions {
       tokenType: 'Bearer',
       expiresIn,
       refreshToken,
+      refreshExpiresIn: this.ttlSeconds,
       user: { _id: user._id, email: user.email, name: user.name },
       organizationId,
     }

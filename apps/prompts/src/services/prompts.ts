@@ -242,7 +242,7 @@ export class PromptsService {
 
   async getBySlug(organizationId: string, slug: string): Promise<PromptRecord> {
     const prompt = await this.store.getPromptBySlug(organizationId, slug)
-    if (!prompt) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (!prompt) throw new AppError('NOT_FOUND', `no prompt has the slug "${slug}" in this workspace`)
     return prompt
   }
 
@@ -533,7 +533,12 @@ export class PromptsService {
         prompt = await this.store.getPromptBySlug(caller.organizationId, ref.slug)
     } else if (publicOnly) prompt = await this.store.getPromptById(ref.id)
     else if (caller.organizationId) prompt = await this.store.getPrompt(caller.organizationId, ref.id)
-    if (!prompt || (publicOnly && !prompt.isPublic)) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (!prompt || (publicOnly && !prompt.isPublic)) {
+      throw new AppError(
+        'NOT_FOUND',
+        'slug' in ref ? `no prompt has the slug "${ref.slug}" in this workspace` : 'prompt not found',
+      )
+    }
     if (selector.version !== undefined && selector.env !== undefined) {
       throw new AppError('VALIDATION_ERROR', 'give version or env, not both', [
         { path: '/query/env', message: 'cannot be combined with version' },

@@ -28,8 +28,16 @@ function lookup(request: FastifyRequest, promptId: string): Omit<ResolveRequest,
   return { promptId, ...callerOf(request) }
 }
 
-function missingRequired(names: string[]): AppError {
-  return new AppError('MISSING_REQUIRED_VARIABLES', `missing required variables: ${names.join(', ')}`, names)
+/** Names the missing variables, and the supplied ones the prompt does not declare (a typo, often). */
+function missingRequired(names: string[], declared: readonly { name: string }[], values: object): AppError {
+  const known = new Set(declared.map((v) => v.name))
+  const unknown = Object.keys(values).filter((name) => !known.has(name))
+  const sent = unknown.length > 0 ? `; sent but not declared: ${unknown.join(', ')}` : ''
+  return new AppError(
+    'MISSING_REQUIRED_VARIABLES',
+    `missing required variables: ${names.join(', ')}${sent}`,
+    names,
+  )
 }
 
 /** A chat placeholder's value must be a list of `{role, content}` (DESIGN section 9). */
@@ -53,7 +61,8 @@ function invokeResult(
 ): InvokeResult {
   if (snapshot.chat) return invokeChat(snapshot, snapshot.chat, values, reply, maxOutputBytes)
   const outcome = renderCompiled(snapshot.compiled, snapshot.variables, values, 'invoke', { maxOutputBytes })
-  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+  if (outcome.missingRequired.length > 0)
+    throw missingRequired(outcome.missingRequired, snapshot.variables, values)
   reply.header('x-service-version', String(snapshot.version))
   const result: InvokeResult = {
     renderedContent: outcome.renderedContent,
@@ -74,7 +83,8 @@ function invokeChat(
   maxOutputBytes: number,
 ): InvokeResult {
   const outcome = renderChat(chat, snapshot.variables, values, 'invoke', { maxOutputBytes })
-  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+  if (outcome.missingRequired.length > 0)
+    throw missingRequired(outcome.missingRequired, snapshot.variables, values)
   if (outcome.invalidPlaceholders.length > 0) throw notMessageLists(outcome.invalidPlaceholders)
   reply.header('x-service-version', String(snapshot.version))
   return {

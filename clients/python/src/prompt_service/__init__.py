@@ -6,7 +6,7 @@
     print(prompts.invoke(PROMPT_ID, {"name": "Ada"}).rendered_content)
 """
 
-from ._client import Clock, FallbackTemplate, FetchedPrompt, PromptClient, RenderedPrompt
+from ._client import Clock, FallbackTemplate, FetchedPrompt, PromptClient, RenderablePrompt, RenderedPrompt
 from ._errors import PromptServiceError, code_for_status
 from ._transport import RetryInfo, RetryOptions, backoff_delay, parse_retry_after
 
@@ -16,6 +16,7 @@ __all__ = [
     "FetchedPrompt",
     "PromptClient",
     "PromptServiceError",
+    "RenderablePrompt",
     "RenderedPrompt",
     "RetryInfo",
     "RetryOptions",

@@ -10,10 +10,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._cache import TtlCache, stable_key
 from ._errors import PromptServiceError
-from ._template import render
+from ._template import Renderable, render
 from ._transport import RetryInfo, RetryOptions, Route, Transport, default_random, default_sleep
 
-__all__ = ["PromptClient", "RenderedPrompt", "FetchedPrompt", "FallbackTemplate", "Clock"]
+__all__ = ["PromptClient", "RenderedPrompt", "RenderablePrompt", "FetchedPrompt", "FallbackTemplate", "Clock"]
 
 T = TypeVar("T")
 
@@ -23,6 +23,8 @@ _INVOKE = Route("invokePrompt", "POST", "/api/v1/prompts/:id/invoke", retry_safe
 _INVOKE_BY_SLUG = Route("invokePromptBySlug", "POST", "/api/v1/prompts/slug/:slug/invoke", retry_safe=True)
 _INJECT = Route("injectPrompt", "POST", "/api/v1/prompts/:id/inject", retry_safe=True)
 _GET = Route("getPrompt", "GET", "/api/v1/prompts/:id", retry_safe=True)
+_RESOLVE = Route("resolvePrompt", "GET", "/api/v1/prompts/:id/resolve", retry_safe=True)
+_RESOLVE_BY_SLUG = Route("resolvePromptBySlug", "GET", "/api/v1/prompts/slug/:slug/resolve", retry_safe=True)
 _GET_BY_SLUG = Route("getPromptBySlug", "GET", "/api/v1/prompts/slug/:slug", retry_safe=True)
 _LIST = Route("listPrompts", "GET", "/api/v1/prompts", retry_safe=True)
 _VERSIONS = Route("listVersions", "GET", "/api/v1/prompts/:id/versions", retry_safe=True)
@@ -70,6 +72,37 @@ class RenderedPrompt:
         """The version's model settings, when it has them."""
         config = self.data.get("config")
         return dict(config) if isinstance(config, dict) else None
+
+
+@dataclass(frozen=True)
+class RenderablePrompt:
+    """A published version fetched for rendering here (``get_renderable``): its content,
+    variables and config, and ``render(values)``, which renders it exactly as invoke does."""
+
+    #: The prompt id (for a fallback: the id or slug it was registered under).
+    prompt_id: str
+    #: None for a fallback template.
+    version_id: Optional[str]
+    version: Optional[int]
+    template: str
+    variables: List[Dict[str, Any]]
+    #: Chat prompts: the messages (None for text prompts).
+    messages: Optional[List[Dict[str, Any]]]
+    config: Optional[Dict[str, Any]]
+    #: "network" | "cache" | "stale" | "fallback"
+    source: str
+    _renderable: Renderable = field(repr=False, compare=False)
+
+    def render(self, variables: Optional[Mapping[str, Any]] = None) -> RenderedPrompt:
+        """Renders with these values; raises ``PromptServiceError`` (400) as invoke would refuse them."""
+        values = dict(variables or {})
+        out = self._renderable.render(values)
+        data: Dict[str, Any] = {**out, "variables": values}
+        if self.config is not None:
+            data["config"] = self.config
+        return RenderedPrompt(
+            out["renderedContent"], values, self.prompt_id, self.version_id, self.version, self.source, data
+        )
 
 
 @dataclass(frozen=True)
@@ -157,6 +190,10 @@ class PromptClient:
         )
         self._rendered: TtlCache[Dict[str, Any]] = TtlCache(cache_ttl, max_stale, cache_max_entries, clock.now)
         self._prompts: TtlCache[Dict[str, Any]] = TtlCache(cache_ttl, max_stale, cache_max_entries, clock.now)
+        # What get_renderable fetched, with its parsed form: (the service's answer, Renderable).
+        self._resolved: TtlCache[Tuple[Dict[str, Any], Renderable]] = TtlCache(
+            cache_ttl, max_stale, cache_max_entries, clock.now
+        )
         self._fallbacks: Dict[str, FallbackTemplate] = {
             key: value if isinstance(value, FallbackTemplate) else FallbackTemplate(value)
             for key, value in (fallback_templates or {}).items()
@@ -275,6 +312,106 @@ class PromptClient:
             data=value,
         )
 
+    # ---- rendering here, from content fetched once per TTL
+
+    def get_renderable(
+        self,
+        prompt_id: str,
+        *,
+        version: Optional[int] = None,
+        env: Optional[str] = None,
+        organization_id: Optional[str] = None,
+    ) -> RenderablePrompt:
+        """Fetches what invoke would render (the current version, ``version``, or the ``env`` pin)
+        once per TTL, to render it here as often as needed: ``get_renderable(id).render({...})``.
+
+        Served stale while refreshed in a background thread (or while the service is down);
+        with nothing cached and the service unavailable, the fallback template registered under
+        the id stands in (``source == "fallback"``).
+        """
+        return self._renderable(_RESOLVE, {"id": prompt_id}, f"{prompt_id}|", prompt_id, version, env, organization_id)
+
+    def get_renderable_by_slug(
+        self,
+        slug: str,
+        *,
+        version: Optional[int] = None,
+        env: Optional[str] = None,
+        organization_id: Optional[str] = None,
+    ) -> RenderablePrompt:
+        """``get_renderable`` by the prompt's slug (a fallback may be registered under the slug)."""
+        return self._renderable(_RESOLVE_BY_SLUG, {"slug": slug}, _slug_prefix(slug), slug, version, env, organization_id)
+
+    def render_locally(
+        self,
+        prompt_id: str,
+        variables: Optional[Mapping[str, Any]] = None,
+        *,
+        version: Optional[int] = None,
+        env: Optional[str] = None,
+        organization_id: Optional[str] = None,
+    ) -> RenderedPrompt:
+        """Like ``invoke``, rendered here: one network call per prompt (and version or env) per
+        TTL, whatever the variables."""
+        renderable = self.get_renderable(prompt_id, version=version, env=env, organization_id=organization_id)
+        return renderable.render(variables)
+
+    def render_locally_by_slug(
+        self,
+        slug: str,
+        variables: Optional[Mapping[str, Any]] = None,
+        *,
+        version: Optional[int] = None,
+        env: Optional[str] = None,
+        organization_id: Optional[str] = None,
+    ) -> RenderedPrompt:
+        """``render_locally`` by the prompt's slug."""
+        renderable = self.get_renderable_by_slug(slug, version=version, env=env, organization_id=organization_id)
+        return renderable.render(variables)
+
+    def _renderable(
+        self,
+        route: Route,
+        params: Dict[str, str],
+        prefix: str,
+        name: str,
+        version: Optional[int],
+        env: Optional[str],
+        organization_id: Optional[str],
+    ) -> RenderablePrompt:
+        if env is not None and env not in _ENVIRONMENTS:
+            raise ValueError("env is 'preview' or 'production'")
+        org = organization_id or self._organization_id or ""
+        key = f"{prefix}resolve|{org}|{version or ''}|{env or ''}"
+
+        def load() -> Tuple[Dict[str, Any], Renderable]:
+            answer: Dict[str, Any] = self._transport.call(
+                route, params, {"version": version, "env": env, "organizationId": organization_id}
+            )
+            return answer, Renderable(answer["template"], answer["variables"], answer.get("messages"))
+
+        try:
+            (value, renderable), source = self._cached(self._resolved, key, load, True)
+        except PromptServiceError as error:
+            fallback = self._fallbacks.get(name)
+            if fallback is None or not error.is_unavailable:
+                raise
+            # Without declared variables every placeholder is optional.
+            declared = [dict(v) for v in fallback.variables or []]
+            local = Renderable(fallback.template, declared)
+            return RenderablePrompt(name, None, None, fallback.template, declared, None, None, "fallback", local)
+        return RenderablePrompt(
+            prompt_id=value["promptId"],
+            version_id=value["versionId"],
+            version=value["version"],
+            template=value["template"],
+            variables=list(value["variables"]),
+            messages=list(value["messages"]) if isinstance(value.get("messages"), list) else None,
+            config=dict(value["config"]) if isinstance(value.get("config"), dict) else None,
+            source=source,
+            _renderable=renderable,
+        )
+
     def inject(self, prompt_id: str, variables: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """Draft preview (never cached: drafts change while you edit)."""
         return self._transport.call(_INJECT, {"id": prompt_id}, None, {"variables": dict(variables or {})})  # type: ignore[no-any-return]
@@ -385,11 +522,13 @@ class PromptClient:
         prefix = f"{prompt_id}|" if prompt_id else _slug_prefix(slug) if slug else ""
         self._rendered.clear(prefix)
         self._prompts.clear(prefix)
+        self._resolved.clear(prefix)
 
     def settled(self, timeout: Optional[float] = None) -> None:
         """Waits for the background refreshes running now."""
         self._rendered.settled(timeout)
         self._prompts.settled(timeout)
+        self._resolved.settled(timeout)
 
     def _written(self, prompt_id: str) -> None:
         # A write through this client drops what it holds of that prompt, and the entries
@@ -397,6 +536,7 @@ class PromptClient:
         self.invalidate(prompt_id)
         self._rendered.clear("slug:")
         self._prompts.clear("slug:")
+        self._resolved.clear("slug:")
 
     def _cached(
         self,

@@ -1,0 +1,142 @@
+"""Rendering here: the shared vectors, and get_renderable against the embedded default.
+
+    cd clients/python && PYTHONPATH=src python3 -m unittest tests.test_a_local
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import time
+import unittest
+from pathlib import Path
+from typing import Any, Dict, List
+
+from prompt_service import PromptServiceError, RetryOptions
+from prompt_service._template import Renderable
+
+from .stack import free_port
+from .test_client import STACK, Service
+
+# The same file the TypeScript client and the render service run (packages/template/vectors).
+VECTORS = Path(__file__).resolve().parents[3] / "packages/template/vectors/render.json"
+
+
+def setUpModule() -> None:  # noqa: N802 - unittest's name
+    # One stack for every module: started here (this module runs first), closed by
+    # test_client's tearDownModule, or at exit when this module runs alone.
+    STACK.start()
+    atexit.register(STACK.close)
+
+
+def _chat_template(messages: List[Dict[str, Any]]) -> str:
+    return "\n\n".join(
+        f"[placeholder {m['name']}]" if m.get("type") == "placeholder" else f"[{m['role']}]\n{m['content']}"
+        for m in messages
+    )
+
+
+class Vectors(unittest.TestCase):
+    def test_the_shared_vectors(self) -> None:
+        cases: List[Dict[str, Any]] = json.loads(VECTORS.read_text("utf-8"))["cases"]
+        self.assertGreater(len(cases), 10)
+        for case in cases:
+            with self.subTest(case["name"]):
+                messages = case.get("messages")
+                template = case.get("template") or _chat_template(messages or [])
+                renderable = Renderable(template, case["variables"], messages)
+                if "expected" in case:
+                    out = renderable.render(case["values"])
+                    self.assertEqual(out["renderedContent"], case["expected"]["renderedContent"])
+                    self.assertEqual(out.get("renderedMessages"), case["expected"].get("renderedMessages"))
+                    continue
+                with self.assertRaises(PromptServiceError) as raised:
+                    renderable.render(case["values"])
+                error = raised.exception
+                self.assertEqual((error.status, error.code), (400, case["error"]["code"]))
+                names = (
+                    [d["path"].replace("/body/variables/", "") for d in error.details]
+                    if error.code == "VALIDATION_ERROR"
+                    else error.details
+                )
+                self.assertEqual(names, case["error"]["names"])
+
+
+class RenderLocally(Service):
+    def test_300_renders_with_distinct_variables_make_one_network_call(self) -> None:
+        prompt = self.published("Local many", "Hello {{ name }} #{{n}}")
+        calls: List[str] = []
+        client = self.client(cache_ttl=60, on_retry=None)
+        original = client._transport.call  # noqa: SLF001 - counting what goes over the wire
+
+        def counting(route: Any, *args: Any, **kwargs: Any) -> Any:
+            calls.append(route.operation)
+            return original(route, *args, **kwargs)
+
+        client._transport.call = counting  # type: ignore[method-assign]  # noqa: SLF001
+        for i in range(300):
+            out = client.render_locally(prompt["_id"], {"name": f"user-{i}", "n": i})
+            self.assertEqual(out.rendered_content, f"Hello user-{i} #{i}")
+            self.assertEqual((out.version, out.source), (1, "network" if i == 0 else "cache"))
+        self.assertEqual(calls, ["resolvePrompt"])
+        # The same as the service's own rendering.
+        served = client.invoke(prompt["_id"], {"name": "Ada", "n": 1.5})
+        self.assertEqual(client.render_locally(prompt["_id"], {"name": "Ada", "n": 1.5}).rendered_content, served.rendered_content)
+        with self.assertRaises(PromptServiceError) as raised:
+            client.render_locally(prompt["_id"], {"n": 1})
+        self.assertEqual((raised.exception.code, raised.exception.details), ("MISSING_REQUIRED_VARIABLES", ["name"]))
+
+    def test_chat_by_slug(self) -> None:
+        created = self.admin.request(
+            "POST",
+            "/api/v1/prompts",
+            body={
+                "name": "Local chat",
+                "slug": "local-chat",
+                "type": "chat",
+                "config": {"model": "m"},
+                "messages": [
+                    {"role": "system", "content": "You help {{customer}}."},
+                    {"type": "placeholder", "name": "history"},
+                ],
+            },
+        )
+        self.admin.publish(created["_id"])
+        client = self.client()
+        values = {"customer": "Ada", "history": [{"role": "user", "content": "Hi"}]}
+        local = client.render_locally_by_slug("local-chat", values)
+        served = client.invoke_by_slug("local-chat", values, cache=False)
+        self.assertEqual(local.rendered_messages, served.rendered_messages)
+        self.assertEqual(local.rendered_content, served.rendered_content)
+        self.assertEqual((local.config, local.prompt_id, local.version), ({"model": "m"}, created["_id"], 1))
+        with self.assertRaises(PromptServiceError) as raised:
+            client.render_locally_by_slug("local-chat", {"customer": "x", "history": "not a list"})
+        self.assertEqual(raised.exception.code, "VALIDATION_ERROR")
+
+    def test_an_outage_serves_the_cached_template_then_the_fallback(self) -> None:
+        prompt = self.published("Local outage", "Cached {{ who }}")
+        client = self.client(
+            cache_ttl=0.2,
+            retries=RetryOptions(retries=0),
+            timeout=2,
+            fallback_templates={"never-fetched": "Fallback {{who}}"},
+        )
+        self.assertEqual(client.render_locally(prompt["_id"], {"who": "a"}).source, "network")
+        # The outage: the service's address stops answering (cheaper than stopping the stack,
+        # which test_client's stale test already does for invoke).
+        client._transport._base = f"http://127.0.0.1:{free_port()}"  # noqa: SLF001
+        time.sleep(0.3)
+        stale = client.render_locally(prompt["_id"], {"who": "b"})
+        self.assertEqual((stale.rendered_content, stale.source), ("Cached b", "stale"))
+        client.settled(10)
+        self.assertEqual(client.render_locally(prompt["_id"], {"who": "c"}).source, "stale")
+        client.settled(10)
+        fallback = client.render_locally_by_slug("never-fetched", {"who": "c"})
+        self.assertEqual((fallback.rendered_content, fallback.source, fallback.version), ("Fallback c", "fallback", None))
+        with self.assertRaises(PromptServiceError) as raised:
+            client.render_locally("0123456789abcdef01234567", {})
+        self.assertEqual(raised.exception.code, "NETWORK_ERROR")
+
+
+if __name__ == "__main__":
+    unittest.main()
