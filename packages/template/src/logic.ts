@@ -50,6 +50,8 @@ export interface LogicTemplate {
   readonly names: readonly string[]
   /** Distinct references in order of first appearance. */
   readonly includes: readonly IncludeRef[]
+  /** Every reference as written, in order (a reference written twice counts twice toward the bound). */
+  readonly occurrences: readonly IncludeRef[]
 }
 
 /** A syntax error: where (UTF-16 offset) and what. */
@@ -118,6 +120,7 @@ export function compileLogic(source: string): LogicTemplate | null {
   const names: string[] = []
   const seenNames = new Set<string>()
   const includes: IncludeRef[] = []
+  const occurrences: IncludeRef[] = []
   const seenIncludes = new Set<string>()
   let logic = false
   let literalStart = 0
@@ -239,6 +242,7 @@ export function compileLogic(source: string): LogicTemplate | null {
         seenIncludes.add(key)
         includes.push(ref)
       }
+      occurrences.push(ref)
       out().push({ kind: 'include', ref, raw: source.slice(open, j + 2) })
       logic = true
       literalStart = j + 2
@@ -297,7 +301,7 @@ export function compileLogic(source: string): LogicTemplate | null {
   if (unclosed) throw new TemplateSyntaxError(`{{#${unclosed.kind}}} is never closed`, unclosed.offset)
   if (!logic) return null
   flushText(source.length)
-  return { source, nodes: root, names, includes }
+  return { source, nodes: root, names, includes, occurrences }
 }
 
 /** `@index` or a flat name at `i` (empty when neither). */
@@ -326,7 +330,7 @@ export function flatNodes(compiled: CompiledTemplate): LogicTemplate {
     nodes.push({ kind: 'var', name: compiled.names[slot.id] as string, raw: slot.raw })
   }
   if (compiled.tail) nodes.push({ kind: 'text', text: compiled.tail, bytes: compiled.bytes.tail })
-  return { source: compiled.source, nodes, names: compiled.names, includes: [] }
+  return { source: compiled.source, nodes, names: compiled.names, includes: [], occurrences: [] }
 }
 
 /** Handlebars truthiness: false, null, missing, "", 0, NaN and [] are false. */
