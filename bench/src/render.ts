@@ -68,7 +68,9 @@ const results: Record<string, number> = {}
 
 const compiled = template.compileTemplate(FLAT)
 results['flat (this branch)'] = measure(
-  () => template.renderCompiled(compiled, VARIABLES, FLAT_VALUES, 'invoke', { maxOutputBytes: 1 << 20 }).renderedContent,
+  () =>
+    template.renderCompiled(compiled, VARIABLES, FLAT_VALUES, 'invoke', { maxOutputBytes: 1 << 20 })
+      .renderedContent,
 )
 
 const main = arg('--main')
@@ -76,16 +78,25 @@ if (main) {
   const other = (await import(`${main}/packages/template/src/index.ts`)) as typeof template
   const otherCompiled = other.compileTemplate(FLAT)
   results['flat (main)'] = measure(
-    () => other.renderCompiled(otherCompiled, VARIABLES, FLAT_VALUES, 'invoke', { maxOutputBytes: 1 << 20 }).renderedContent,
+    () =>
+      other.renderCompiled(otherCompiled, VARIABLES, FLAT_VALUES, 'invoke', { maxOutputBytes: 1 << 20 })
+        .renderedContent,
   )
   // Again on this branch, so that a drift of the machine during the run shows.
   results['flat (this branch, again)'] = measure(
-    () => template.renderCompiled(compiled, VARIABLES, FLAT_VALUES, 'invoke', { maxOutputBytes: 1 << 20 }).renderedContent,
+    () =>
+      template.renderCompiled(compiled, VARIABLES, FLAT_VALUES, 'invoke', { maxOutputBytes: 1 << 20 })
+        .renderedContent,
   )
 }
 
 const logic = template.compileLogic(LOGIC) as template.LogicTemplate
-const parts = new Map(Object.entries(PARTS).map(([slug, t]) => [slug, template.compileLogicOrFlat(t, template.compileTemplate(t))]))
+const parts = new Map(
+  Object.entries(PARTS).map(([slug, t]) => [
+    slug,
+    template.compileLogicOrFlat(t, template.compileTemplate(t)),
+  ]),
+)
 results['3 includes + 20-item loop'] = measure(
   () =>
     template.renderLogic(logic, VARIABLES, LOGIC_VALUES, 'invoke', {
@@ -104,7 +115,12 @@ if (hbPath) {
     }
   }
   const hb = Handlebars.create()
-  const opts = { noEscape: true, strict: false, knownHelpersOnly: true, knownHelpers: { if: true, unless: true, each: true } }
+  const opts = {
+    noEscape: true,
+    strict: false,
+    knownHelpersOnly: true,
+    knownHelpers: { if: true, unless: true, each: true },
+  }
   const flat = hb.compile(FLAT, opts)
   results['flat (handlebars)'] = measure(() => flat(FLAT_VALUES))
   for (const [slug, t] of Object.entries(PARTS)) hb.registerPartial(slug, t)
