@@ -15,10 +15,19 @@ import { useEffect, useRef } from 'react'
 /** `{{ name }}` as the template engine reads it (packages/template). */
 export const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g
 
+/** A placeholder, a block tag (`{{#if x}}`, `{{else}}`, `{{/if}}`, `{{@index}}`) or a reference (`{{> slug}}`). */
+const TAG =
+  /\{\{\s*(?:([#/])\s*(?:if|unless|each)\b[^{}]*|(else)|(@index)|>\s*([a-z0-9-]+(?:@[a-z0-9]+)?)|([A-Za-z_][A-Za-z0-9_.-]*))\s*\}\}/g
+
 const placeholderMark = new MatchDecorator({
-  regexp: PLACEHOLDER,
-  decoration: (match) =>
-    Decoration.mark({ class: 'cm-variable', attributes: { title: `variable ${match[1]}` } }),
+  regexp: TAG,
+  decoration: (match) => {
+    if (match[4])
+      return Decoration.mark({ class: 'cm-reference', attributes: { title: `includes ${match[4]}` } })
+    if (match[1] || match[2] || match[3])
+      return Decoration.mark({ class: 'cm-block', attributes: { title: 'logic' } })
+    return Decoration.mark({ class: 'cm-variable', attributes: { title: `variable ${match[5]}` } })
+  },
 })
 
 const highlightVariables = ViewPlugin.fromClass(
@@ -49,6 +58,8 @@ const theme = EditorView.theme({
     borderRadius: '3px',
     fontWeight: '600',
   },
+  '.cm-block': { background: '#fdf0d5', color: '#7a4b00', borderRadius: '3px', fontWeight: '600' },
+  '.cm-reference': { background: '#dcf5e7', color: '#0b5d34', borderRadius: '3px', fontWeight: '600' },
   '.cm-placeholder': { color: '#6b7280' },
 })
 

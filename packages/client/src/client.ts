@@ -91,6 +91,8 @@ export interface RenderedPrompt {
   renderedMessages?: InvokeResult['renderedMessages']
   /** The version's model settings, when it has them. */
   config?: InvokeResult['config']
+  /** When the template has references: the prompts it included (`{{> slug}}`), in order of first use. */
+  references?: InvokeResult['references']
   source: CacheSource
 }
 

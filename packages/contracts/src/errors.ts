@@ -18,6 +18,8 @@ export const ERROR_STATUS = {
   VALIDATION_ERROR: 400,
   NO_PUBLISHED_VERSION: 400,
   MISSING_REQUIRED_VARIABLES: 400,
+  /** A `{{> slug}}` reference that cannot be resolved at render time (DESIGN section 12). */
+  INVALID_REFERENCE: 400,
   CONFLICT: 409,
   VERSION_NOT_PUBLISHED: 409,
   PAYLOAD_TOO_LARGE: 413,

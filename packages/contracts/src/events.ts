@@ -12,6 +12,8 @@ export const SUBJECTS = {
   promptVisibilityChanged: 'pm.events.prompt.visibility.changed',
   /** Durable (JetStream), message id = event id. */
   promptDeleted: 'pm.events.prompt.deleted',
+  /** Durable (JetStream), message id = event id: an included prompt moved (DESIGN section 12). */
+  promptDependencyChanged: 'pm.events.prompt.dependency.changed',
   /** Fan-out, best effort (core NATS): render replicas drop cached lookups of this prompt. */
   promptChanged: 'pm.internal.prompt.changed',
   /** Fan-out, best effort (core NATS): gateway replicas drop the cached key. */
@@ -26,6 +28,7 @@ export const EVENT_TYPES = [
   'environment.promoted',
   'prompt.visibility.changed',
   'prompt.deleted',
+  'prompt.dependency.changed',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
@@ -38,6 +41,7 @@ export const EVENT_SUBJECTS: Record<EventType, string> = {
   'environment.promoted': SUBJECTS.environmentPromoted,
   'prompt.visibility.changed': SUBJECTS.promptVisibilityChanged,
   'prompt.deleted': SUBJECTS.promptDeleted,
+  'prompt.dependency.changed': SUBJECTS.promptDependencyChanged,
 }
 
 export function isEventType(value: unknown): value is EventType {
@@ -104,11 +108,34 @@ export const PromptDeletedEvent = Type.Object(
 )
 export type PromptDeletedEvent = Static<typeof PromptDeletedEvent>
 
+/** A prompt whose render changes because a prompt it includes got a new version or pin. */
+export const PromptDependencyChangedEvent = Type.Object(
+  {
+    ...envelope('prompt.dependency.changed'),
+    data: Type.Object({
+      /** The including prompt. */
+      promptId: ObjectId,
+      slug: Type.String(),
+      /** The included prompt, and how the including one names it. */
+      includedSlug: Type.String(),
+      via: Type.Union([
+        Type.Literal('latest'),
+        Type.Literal('preview'),
+        Type.Literal('production'),
+        Type.Literal('version'),
+      ]),
+    }),
+  },
+  { $id: 'PromptDependencyChangedEvent' },
+)
+export type PromptDependencyChangedEvent = Static<typeof PromptDependencyChangedEvent>
+
 export type ServiceEvent =
   | VersionPublishedEvent
   | EnvironmentPromotedEvent
   | PromptVisibilityChangedEvent
   | PromptDeletedEvent
+  | PromptDependencyChangedEvent
 
 export const PROMPT_CHANGE_REASONS = [
   'published',

@@ -1,4 +1,5 @@
 export * from './common.ts'
+export * from './composition.ts'
 export * from './context.ts'
 export * from './errors.ts'
 export * from './events.ts'

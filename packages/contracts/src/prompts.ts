@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ObjectId, PageQuery, Pagination, SearchText, Timestamp } from './common.ts'
+import { PromptReference } from './composition.ts'
 
 export const TEMPLATE_MAX = 100_000
 export const CHANGELOG_MAX = 280
@@ -296,6 +297,8 @@ export const InvokeResult = Type.Object(
     renderedMessages: Type.Optional(Type.Array(Type.Ref(RenderedMessage))),
     /** The version's config, when it has one. */
     config: Type.Optional(Type.Ref(PromptConfig)),
+    /** Present when the template has references: every prompt included, in the order first used. */
+    references: Type.Optional(Type.Array(Type.Ref(PromptReference))),
   },
   { $id: 'InvokeResult' },
 )
@@ -319,6 +322,8 @@ export const InjectResult = Type.Object(
     renderedMessages: Type.Optional(Type.Array(Type.Ref(RenderedMessage))),
     /** The draft's config, when it has one. */
     config: Type.Optional(Type.Ref(PromptConfig)),
+    /** Present when the draft has references: every prompt included, in the order first used. */
+    references: Type.Optional(Type.Array(Type.Ref(PromptReference))),
   },
   { $id: 'InjectResult' },
 )
@@ -334,6 +339,9 @@ export const ResolvedPrompt = Type.Object(
     organizationId: ObjectId,
     versionId: ObjectId,
     version: Type.Integer(),
+    /** The prompt's slug (names it in a reference chain). */
+    slug: Type.Optional(Type.String()),
+    type: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('chat')])),
     template: Type.String(),
     variables: Type.Array(Type.Ref(Variable)),
     /** Chat prompts only (a text prompt's answer is as it was before chat prompts). */
@@ -349,6 +357,7 @@ export const DraftPrompt = Type.Object(
   {
     promptId: ObjectId,
     organizationId: ObjectId,
+    slug: Type.Optional(Type.String()),
     template: Type.String(),
     variables: Type.Array(Type.Ref(Variable)),
     messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),

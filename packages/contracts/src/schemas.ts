@@ -5,8 +5,10 @@ import {
   EnvironmentPromotedEvent,
   PromptDeletedEvent,
   PromptVisibilityChangedEvent,
+  PromptDependencyChangedEvent,
   VersionPublishedEvent,
 } from './events.ts'
+import * as composition from './composition.ts'
 import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
@@ -69,6 +71,11 @@ export const ALL_SCHEMAS: TSchema[] = [
   prompts.VariableValues,
   prompts.InvokeRequest,
   prompts.InvokeQuery,
+  composition.PromptReference,
+  composition.PromptDependent,
+  composition.PromptDependents,
+  composition.DeletePromptQuery,
+  PromptDependencyChangedEvent,
   prompts.InvokeResult,
   prompts.InjectRequest,
   prompts.InjectResult,

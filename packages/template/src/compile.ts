@@ -55,11 +55,11 @@ export function utf8Length(text: string): number {
 
 const CLOSE_BRACE = 0x7d
 
-function isNameStart(c: number): boolean {
+export function isNameStart(c: number): boolean {
   return (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f
 }
 
-function isNameChar(c: number): boolean {
+export function isNameChar(c: number): boolean {
   return isNameStart(c) || (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x2d
 }
 
@@ -67,7 +67,7 @@ function isNameChar(c: number): boolean {
  * The same set as the regex class `\s` (so newlines count, and `{{\n name \n}}` is a placeholder), so
  * behaviour matches what a reader of "whitespace allowed" would expect from the obvious regex.
  */
-function isSpace(c: number): boolean {
+export function isSpace(c: number): boolean {
   if (c <= 0x20) return c === 0x20 || (c >= 0x09 && c <= 0x0d)
   if (c < 0xa0) return false
   return (

@@ -24,3 +24,21 @@ export {
   messageBlock,
   renderChat,
 } from './chat.ts'
+export {
+  compileLogic,
+  compileLogicOrFlat,
+  DEFAULT_MAX_STEPS,
+  flatNodes,
+  type IncludeRef,
+  type LogicNode,
+  type LogicRef,
+  type LogicRenderOptions,
+  type LogicRenderOutcome,
+  type LogicTemplate,
+  type ReferenceVia,
+  renderLogic,
+  TemplateSyntaxError,
+  templateSyntaxError,
+  templateVariableNames,
+  truthy,
+} from './logic.ts'

@@ -1,5 +1,6 @@
 import { AppError, type Variable } from '@pm/contracts'
 import { type CompiledTemplate, compileTemplate, utf8Length } from './compile.ts'
+import { compileLogicOrFlat, renderLogic } from './logic.ts'
 
 export interface RenderOptions {
   /**
@@ -119,5 +120,17 @@ export function renderTemplate(
   mode: RenderMode,
   options: RenderOptions = {},
 ): RenderOutcome {
-  return renderCompiled(compileTemplate(template), variables, values, mode, options)
+  const compiled = compileTemplate(template)
+  // A template with blocks renders through the logic engine (references, having no lookups
+  // here, stay as written in inject and render as nothing at invoke); one without, as before.
+  const logic = compileLogicOrFlat(template, compiled)
+  if (logic.includes.length > 0 || logic.nodes.some((n) => n.kind !== 'text' && n.kind !== 'var')) {
+    const outcome = renderLogic(logic, variables, values, mode, options)
+    return {
+      renderedContent: outcome.renderedContent,
+      missingRequired: outcome.missingRequired,
+      unresolved: outcome.unresolved,
+    }
+  }
+  return renderCompiled(compiled, variables, values, mode, options)
 }

@@ -96,19 +96,28 @@ describe('syncVariables', () => {
 describe('package entry point', () => {
   it('exports the public API', () => {
     expect(Object.keys(api).sort()).toEqual([
+      'DEFAULT_MAX_STEPS',
+      'TemplateSyntaxError',
       'asMessageList',
       'chatTemplate',
       'chatVariableNames',
       'compileChat',
+      'compileLogic',
+      'compileLogicOrFlat',
       'compileTemplate',
       'extractPlaceholders',
+      'flatNodes',
       'formatValue',
       'messageBlock',
       'renderChat',
       'renderCompiled',
+      'renderLogic',
       'renderTemplate',
       'syncVariableNames',
       'syncVariables',
+      'templateSyntaxError',
+      'templateVariableNames',
+      'truthy',
     ])
   })
 })

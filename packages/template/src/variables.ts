@@ -1,5 +1,6 @@
 import type { Variable, VariableInput } from '@pm/contracts'
 import { extractPlaceholders } from './compile.ts'
+import { templateVariableNames } from './logic.ts'
 
 export interface SyncedVariables {
   variables: Variable[]
@@ -21,7 +22,7 @@ function normalise(input: VariableInput): Variable {
  * as required in order of appearance.
  */
 export function syncVariables(template: string, declared: readonly VariableInput[]): SyncedVariables {
-  return syncVariableNames(extractPlaceholders(template), declared)
+  return syncVariableNames(templateVariableNames(template) ?? extractPlaceholders(template), declared)
 }
 
 /**

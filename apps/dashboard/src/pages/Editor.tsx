@@ -12,6 +12,7 @@ import { useEffect, useId, useMemo, useState } from 'react'
 import { useBlocker } from 'react-router'
 import { TemplateEditor } from '../TemplateEditor.tsx'
 import { MessagesEditor } from '../chat.tsx'
+import { InsertReference, ReferenceLinks, UsedBy } from '../composition.tsx'
 import { ConfigEditor, formatConfig, parseConfig } from '../config.tsx'
 import { keys, parseTags, usePrompt } from '../prompt.ts'
 import { client, useSignedIn } from '../session.ts'
@@ -272,10 +273,18 @@ export function Editor() {
             placeholder="Hello {{ name }}!"
           />
           <span id={ids.templateHint} className="hint">
-            Write <code>{'{{ variable }}'}</code> where a value goes. Tab leaves the editor.
+            Write <code>{'{{ variable }}'}</code> where a value goes, <code>{'{{#if x}}…{{/if}}'}</code>,{' '}
+            <code>{'{{#each xs}}{{this}}{{/each}}'}</code> for logic and <code>{'{{> slug}}'}</code> to
+            include another prompt. Tab leaves the editor.
           </span>
+          <InsertReference
+            selfId={prompt._id}
+            onInsert={(text) => setDraft((d) => ({ ...d, template: d.template + text }))}
+          />
+          <ReferenceLinks template={draft.template} />
         </div>
       )}
+      <UsedBy promptId={prompt._id} />
       <ConfigEditor text={draft.config} onChange={(text) => setDraft((d) => ({ ...d, config: text }))} />
 
       <section aria-labelledby="variables-title" className="variables">

@@ -1,4 +1,4 @@
-import { DraftPrompt, EnvironmentName, IdParams, ResolvedPrompt, SlugParams } from '@pm/contracts'
+import { DraftPrompt, EnvironmentName, IdParams, ObjectId, ResolvedPrompt, SlugParams } from '@pm/contracts'
 import { requireOrganization, type Service } from '@pm/kit'
 import { Type } from '@sinclair/typebox'
 import type { PromptsDeps } from '../deps.ts'
@@ -9,6 +9,8 @@ const ResolveQuery = Type.Object(
     version: Type.Optional(Type.Integer({ minimum: 1 })),
     env: Type.Optional(EnvironmentName),
     public: Type.Optional(Type.Boolean()),
+    /** With `public` on the slug route: the workspace of the public prompt whose reference this is. */
+    org: Type.Optional(ObjectId),
   },
   { additionalProperties: false },
 )
@@ -41,6 +43,16 @@ export function internalRoutes(app: Service, { service }: PromptsDeps): void {
     { schema: { params: SlugParams, querystring: ResolveQuery, response: { 200: ResolvedPrompt } } },
     async (request) => {
       const { version, env } = request.query
+      // `public` with `org`: a reference of a public prompt, answered only when it is public too.
+      const { org } = request.query
+      if (request.query.public === true) {
+        return service.resolve(
+          request.caller,
+          { slug: request.params.slug, ...(org ? { organizationId: org } : {}) },
+          { version, env },
+          true,
+        )
+      }
       return service.resolve(request.caller, { slug: request.params.slug }, { version, env }, false)
     },
   )
@@ -53,6 +65,7 @@ export function internalRoutes(app: Service, { service }: PromptsDeps): void {
       return {
         promptId: prompt._id,
         organizationId: prompt.organizationId,
+        slug: prompt.slug,
         template: prompt.template,
         variables: prompt.variables,
         ...contentFields(prompt),

@@ -34,9 +34,13 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
   })
 
   route(app, API_ROUTES.deletePrompt, async (request) => {
-    await service.delete(requireOrganization(request), request.params.id)
+    await service.delete(requireOrganization(request), request.params.id, request.query.force === 'true')
     return { _id: request.params.id, deleted: true as const }
   })
+
+  route(app, API_ROUTES.listPromptDependents, async (request) => ({
+    dependents: await service.dependents(requireOrganization(request), request.params.id),
+  }))
 
   route(app, API_ROUTES.listVariables, async (request) => {
     return (await service.get(requireOrganization(request), request.params.id)).variables

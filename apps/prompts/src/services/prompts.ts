@@ -9,6 +9,7 @@ import {
   pagination,
   type Pin,
   type PromptChangedEvent,
+  type PromptDependent,
   type PromptChangeReason,
   type PromptList,
   type PublicPrompt,
@@ -35,6 +36,7 @@ import {
   type VersionRecord,
 } from '../store/types.ts'
 import { catalogEntry, publicPrompt } from '../domain/views.ts'
+import { Composition } from './composition.ts'
 
 export interface Selector {
   version?: number
@@ -109,11 +111,14 @@ export class PromptsService {
   private readonly store: PromptStore
   private readonly bus: EventBus
   private readonly onOutboxWritten: () => void
+  /** References between prompts (DESIGN section 12). */
+  readonly composition: Composition
 
   constructor(store: PromptStore, bus: EventBus, onOutboxWritten: () => void) {
     this.store = store
     this.bus = bus
     this.onOutboxWritten = onOutboxWritten
+    this.composition = new Composition(store)
   }
 
   changed(prompt: { _id: string; organizationId: string }, reason: PromptChangeReason): void {
@@ -177,6 +182,13 @@ export class PromptsService {
   ): Promise<PromptRecord> {
     const type = input.type ?? 'text'
     const content = buildContent(type, input, input.variables ?? [])
+    if (type === 'text') {
+      await this.composition.checkTemplate(
+        organizationId,
+        { slug: input.slug ?? slugify(input.name) },
+        content.template,
+      )
+    }
     const now = new Date().toISOString()
     const record: PromptRecord = {
       _id: newId(),
@@ -240,6 +252,11 @@ export class PromptsService {
     return prompt
   }
 
+  /** Prompts whose draft or current version includes this one. */
+  async dependents(organizationId: string, id: string): Promise<PromptDependent[]> {
+    return this.composition.dependents(await this.get(organizationId, id))
+  }
+
   async getBySlug(organizationId: string, slug: string): Promise<PromptRecord> {
     const prompt = await this.store.getPromptBySlug(organizationId, slug)
     if (!prompt) throw new AppError('NOT_FOUND', `no prompt has the slug "${slug}" in this workspace`)
@@ -270,6 +287,13 @@ export class PromptsService {
           ? { template: body.template, messages: body.messages ?? current.messages }
           : { template: body.template ?? current.template, messages: body.messages }
       const content = buildContent(current.type, given, body.variables ?? current.variables)
+      if (current.type === 'text' && body.template !== undefined) {
+        await this.composition.checkTemplate(
+          organizationId,
+          { id: current._id, slug: patch.slug ?? current.slug },
+          content.template,
+        )
+      }
       patch.template = content.template
       if (content.messages) patch.messages = content.messages
       patch.variables = content.variables
@@ -304,7 +328,10 @@ export class PromptsService {
     return { prompt: updated, ...(staleVariables ? { staleVariables } : {}) }
   }
 
-  async delete(organizationId: string, id: string): Promise<void> {
+  async delete(organizationId: string, id: string, force = false): Promise<void> {
+    // A prompt others include answers 409 listing them, unless forced (their renders then fail
+    // with INVALID_REFERENCE until they are edited).
+    if (!force) await this.composition.refuseIfIncluded(await this.get(organizationId, id))
     const at = new Date().toISOString()
     const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => promptDeleted(prompt, at))
     if (!deleted) throw new AppError('NOT_FOUND', 'prompt not found')
@@ -344,9 +371,14 @@ export class PromptsService {
     author: Author,
     changeLog: string,
   ): Promise<VersionRecord> {
-    const version = await this.store.publish(organizationId, promptId, (prompt, next) =>
-      buildPublished(prompt, next, author, changeLog),
-    )
+    const before = await this.store.getPrompt(organizationId, promptId)
+    const extra = before
+      ? await this.composition.dependencyEvents(before, 'published', new Date().toISOString())
+      : []
+    const version = await this.store.publish(organizationId, promptId, (prompt, next) => ({
+      ...buildPublished(prompt, next, author, changeLog),
+      extra,
+    }))
     if (!version) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed({ _id: promptId, organizationId }, 'published')
@@ -424,9 +456,11 @@ export class PromptsService {
       promotedAt: new Date().toISOString(),
       promotedBy,
     }
-    const updated = await this.store.setPin(organizationId, id, env, pin, pin.promotedAt, (after) =>
+    const dependents = await this.composition.dependencyEvents(prompt, env, pin.promotedAt)
+    const updated = await this.store.setPin(organizationId, id, env, pin, pin.promotedAt, (after) => [
       environmentPromoted(after, env, pin),
-    )
+      ...dependents,
+    ])
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed(updated, 'promoted')
@@ -523,13 +557,16 @@ export class PromptsService {
    */
   async resolve(
     caller: CallerContext,
-    ref: { id: string } | { slug: string },
+    /** `organizationId` with a slug: the public catalog's lookup of a public prompt's reference. */
+    ref: { id: string } | { slug: string; organizationId?: string },
     selector: Selector,
     publicOnly: boolean,
   ): Promise<ResolvedPrompt> {
     let prompt: PromptRecord | null = null
     if ('slug' in ref) {
-      if (caller.organizationId && !publicOnly)
+      if (publicOnly) {
+        if (ref.organizationId) prompt = await this.store.getPromptBySlug(ref.organizationId, ref.slug)
+      } else if (caller.organizationId)
         prompt = await this.store.getPromptBySlug(caller.organizationId, ref.slug)
     } else if (publicOnly) prompt = await this.store.getPromptById(ref.id)
     else if (caller.organizationId) prompt = await this.store.getPrompt(caller.organizationId, ref.id)
@@ -564,6 +601,8 @@ export class PromptsService {
       organizationId: prompt.organizationId,
       versionId: version._id,
       version: version.version,
+      slug: prompt.slug,
+      type: version.type,
       template: version.template,
       variables: version.variables,
       ...contentFields(version),

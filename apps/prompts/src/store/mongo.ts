@@ -301,7 +301,7 @@ export class MongoPromptStore implements PromptStore {
     env: EnvironmentName,
     pin: Pin,
     updatedAt: string,
-    event?: (after: PromptRecord) => OutboxRecord,
+    event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
   ): Promise<PromptRecord | null> {
     // A dotted path sets one environment only: a concurrent promote of the other one is kept.
     const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt }
@@ -313,7 +313,10 @@ export class MongoPromptStore implements PromptStore {
       )
       if (!after) return null
       const prompt = withType(after)
-      if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      if (event) {
+        const records = [event(prompt)].flat().map((o) => ({ ...o }))
+        if (records.length > 0) await this.outbox.insertMany(records, { session })
+      }
       return prompt
     })
   }
@@ -336,7 +339,7 @@ export class MongoPromptStore implements PromptStore {
             return
           }
           const prompt = withType(found)
-          const { version, outbox } = build(prompt, prompt.versionCount + 1)
+          const { version, outbox, extra } = build(prompt, prompt.versionCount + 1)
           await this.versions.insertOne({ ...version }, { session })
           const moved = await this.prompts.updateOne(
             { _id: promptId, versionCount: prompt.versionCount },
@@ -351,6 +354,12 @@ export class MongoPromptStore implements PromptStore {
           )
           if (moved.modifiedCount !== 1) throw new CounterMoved()
           await this.outbox.insertOne({ ...outbox }, { session })
+          if (extra && extra.length > 0) {
+            await this.outbox.insertMany(
+              extra.map((o) => ({ ...o })),
+              { session },
+            )
+          }
           created = version
         })
         return created
@@ -384,6 +393,33 @@ export class MongoPromptStore implements PromptStore {
 
   async getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null> {
     return versionOrNull(await this.versions.findOne({ promptId, version }))
+  }
+
+  async listContaining(
+    organizationId: string,
+    needle: string,
+    excludeId: string,
+  ): Promise<Array<{ prompt: PromptRecord; current: VersionRecord | null }>> {
+    const re = new RegExp(escapeRegex(needle))
+    // Versions whose text has it, then prompts whose draft has it or whose current version is one of them.
+    const matching = await this.versions
+      .find({ organizationId, template: re }, { projection: { _id: 1 } })
+      .toArray()
+    const prompts = (
+      await this.prompts
+        .find({
+          organizationId,
+          _id: { $ne: excludeId },
+          $or: [{ template: re }, { currentVersionId: { $in: matching.map((v) => v._id) } }],
+        })
+        .toArray()
+    ).map(withType)
+    const ids = prompts.flatMap((p) => (p.currentVersionId ? [p.currentVersionId] : []))
+    const versions = new Map((await this.getVersionsByIds(ids)).map((v) => [v._id, v]))
+    return prompts.map((prompt) => ({
+      prompt,
+      current: prompt.currentVersionId ? (versions.get(prompt.currentVersionId) ?? null) : null,
+    }))
   }
 
   async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {

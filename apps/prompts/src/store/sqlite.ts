@@ -442,7 +442,7 @@ export class SqlitePromptStore implements PromptStore {
         .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
       if (result.changes === 0) return null
       const after = this.findPrompt(organizationId, id)
-      if (after && event) this.insertOutbox(event(after))
+      if (after && event) for (const o of [event(after)].flat()) this.insertOutbox(o)
       return after
     })
   }
@@ -457,12 +457,13 @@ export class SqlitePromptStore implements PromptStore {
     return transaction(this.db, () => {
       const prompt = this.findPrompt(organizationId, promptId)
       if (!prompt) return null
-      const { version, outbox } = build(prompt, prompt.versionCount + 1)
+      const { version, outbox, extra } = build(prompt, prompt.versionCount + 1)
       this.insertVersion(version)
       this.db
         .prepare('UPDATE prompts SET version_count = ?, current_version_id = ?, updated_at = ? WHERE id = ?')
         .run(version.version, version._id, version.publishedAt, promptId)
       this.insertOutbox(outbox)
+      for (const o of extra ?? []) this.insertOutbox(o)
       return version
     })
   }
@@ -490,6 +491,28 @@ export class SqlitePromptStore implements PromptStore {
 
   async getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null> {
     return this.findOne('versions', toVersion, 'prompt_id = ? AND version = ?', promptId, version)
+  }
+
+  async listContaining(
+    organizationId: string,
+    needle: string,
+    excludeId: string,
+  ): Promise<Array<{ prompt: PromptRecord; current: VersionRecord | null }>> {
+    const rows = queryAll(
+      this.db,
+      `SELECT p.* FROM prompts p LEFT JOIN versions v ON v.id = p.current_version_id
+       WHERE p.organization_id = ? AND p.id <> ? AND (instr(p.template, ?) > 0 OR instr(v.template, ?) > 0)`,
+      organizationId,
+      excludeId,
+      needle,
+      needle,
+    ).map(toPrompt)
+    const ids = rows.flatMap((p) => (p.currentVersionId ? [p.currentVersionId] : []))
+    const versions = new Map((await this.getVersionsByIds(ids)).map((v) => [v._id, v]))
+    return rows.map((prompt) => ({
+      prompt,
+      current: prompt.currentVersionId ? (versions.get(prompt.currentVersionId) ?? null) : null,
+    }))
   }
 
   async getVersionsByIds(ids: string[]): Promise<VersionRecord[]> {

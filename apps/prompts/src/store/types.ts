@@ -161,7 +161,11 @@ export type ChangeEvents = (before: PromptRecord, after: PromptRecord) => Outbox
 export type VersionBuilder = (
   prompt: PromptRecord,
   nextVersion: number,
-) => { version: VersionRecord; outbox: OutboxRecord }
+) => {
+  version: VersionRecord
+  outbox: OutboxRecord /** More events of the change (dependents). */
+  extra?: OutboxRecord[]
+}
 
 export class DuplicateSlugError extends Error {
   constructor() {
@@ -229,7 +233,7 @@ export interface PromptStore {
     env: EnvironmentName,
     pin: Pin,
     updatedAt: string,
-    event?: (after: PromptRecord) => OutboxRecord,
+    event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
   ): Promise<PromptRecord | null>
 
   publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null>
@@ -238,6 +242,15 @@ export interface PromptStore {
   listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]>
   getVersion(promptId: string, versionId: string): Promise<VersionRecord | null>
   getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null>
+  /**
+   * Prompts of the workspace, other than `excludeId`, whose draft or current version template
+   * contains `needle` (a prefilter for references; the caller parses), with that current version.
+   */
+  listContaining(
+    organizationId: string,
+    needle: string,
+    excludeId: string,
+  ): Promise<Array<{ prompt: PromptRecord; current: VersionRecord | null }>>
   /** The versions with these ids (any prompt), in no particular order. */
   getVersionsByIds(ids: string[]): Promise<VersionRecord[]>
 

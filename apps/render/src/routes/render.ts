@@ -1,9 +1,10 @@
 import { API_ROUTES, AppError, CONTEXT_HEADER, type InvokeResult } from '@pm/contracts'
 import { requireOrganization, route, type Service } from '@pm/kit'
-import { compileChat, renderChat, renderCompiled, renderTemplate } from '@pm/template'
+import { compileChat, compileLogic, renderChat, renderCompiled, renderTemplate } from '@pm/template'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { RenderDeps } from '../deps.ts'
-import type { ResolveRequest, Snapshot } from '../services/resolver.ts'
+import { type FetchReference, renderComposed } from '../services/compose.ts'
+import type { Resolver, ResolveRequest, Snapshot } from '../services/resolver.ts'
 
 /**
  * Every render route's body is optional (its declaration says so): a request without a body,
@@ -98,6 +99,79 @@ function invokeChat(
   }
 }
 
+/**
+ * How a template's references are fetched: in the caller's workspace through the resolver's
+ * caches, or, for the public catalog, only when the included prompt is public too.
+ */
+function referenceFetcher(
+  resolver: Resolver,
+  request: FastifyRequest,
+  publicOf?: { organizationId: string },
+): FetchReference {
+  const caller = callerOf(request)
+  return (ref) => {
+    const selector = {
+      ...(ref.via === 'version' && ref.version !== undefined ? { version: ref.version } : {}),
+      ...(ref.via === 'preview' || ref.via === 'production' ? { env: ref.via } : {}),
+    }
+    if (publicOf) {
+      return resolver.resolvePublicReference({
+        ...caller,
+        organizationId: publicOf.organizationId,
+        slug: ref.slug,
+        ...selector,
+      })
+    }
+    return resolver.resolveBySlug({ ...caller, slug: ref.slug, ...selector })
+  }
+}
+
+/** Invoke of a text snapshot with blocks or references (the flat path renders all others). */
+async function invokeComposed(
+  snapshot: Snapshot & { logic: NonNullable<Snapshot['logic']> },
+  values: Record<string, unknown>,
+  reply: FastifyReply,
+  maxOutputBytes: number,
+  fetch: FetchReference,
+): Promise<InvokeResult> {
+  const outcome = await renderComposed(
+    {
+      slug: snapshot.slug ?? snapshot.promptId,
+      logic: snapshot.logic,
+      promptId: snapshot.promptId,
+      variables: snapshot.variables,
+    },
+    values,
+    'invoke',
+    fetch,
+    maxOutputBytes,
+  )
+  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+  reply.header('x-service-version', String(snapshot.version))
+  return {
+    renderedContent: outcome.renderedContent,
+    variables: values,
+    promptId: snapshot.promptId,
+    versionId: snapshot.versionId,
+    version: snapshot.version,
+    ...(snapshot.config ? { config: snapshot.config } : {}),
+    ...(snapshot.logic.occurrences.length > 0 ? { references: outcome.references } : {}),
+  }
+}
+
+/** Invoke of any snapshot: composed when it has logic, the flat path otherwise. */
+function invokeAny(
+  snapshot: Snapshot,
+  values: Record<string, unknown>,
+  reply: FastifyReply,
+  maxOutputBytes: number,
+  fetch: () => FetchReference,
+): InvokeResult | Promise<InvokeResult> {
+  const { logic } = snapshot
+  if (logic) return invokeComposed({ ...snapshot, logic }, values, reply, maxOutputBytes, fetch())
+  return invokeResult(snapshot, values, reply, maxOutputBytes)
+}
+
 /** Query and body of invoke: the version asked for (query or body, not differing), or an env. */
 function selector(
   query: { version?: number; env?: 'preview' | 'production' },
@@ -118,6 +192,15 @@ function selector(
   return { version, env }
 }
 
+/** The draft's logic template; null without logic or when it does not parse (it then renders flat). */
+function compileLogicOrNull(template: string): ReturnType<typeof compileLogic> {
+  try {
+    return compileLogic(template)
+  } catch {
+    return null
+  }
+}
+
 export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderDeps): void {
   route(
     app,
@@ -130,7 +213,9 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderD
         ...selector(request.query, body),
         publicOnly: false,
       })
-      return invokeResult(snapshot, body.variables ?? {}, reply, maxOutputBytes)
+      return invokeAny(snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
+        referenceFetcher(resolver, request),
+      )
     },
     { preValidation: noBodyAsObject },
   )
@@ -147,7 +232,9 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderD
         slug: request.params.slug,
         ...selector(request.query, body),
       })
-      return invokeResult(snapshot, body.variables ?? {}, reply, maxOutputBytes)
+      return invokeAny(snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
+        referenceFetcher(resolver, request),
+      )
     },
     { preValidation: noBodyAsObject },
   )
@@ -172,6 +259,23 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderD
           ...(draft.config ? { config: draft.config } : {}),
         }
       }
+      const logic = compileLogicOrNull(draft.template)
+      if (logic) {
+        const composed = await renderComposed(
+          { slug: draft.slug ?? draft.promptId, logic, promptId: draft.promptId, variables: draft.variables },
+          values,
+          'inject',
+          referenceFetcher(resolver, request),
+          maxOutputBytes,
+        )
+        return {
+          renderedContent: composed.renderedContent,
+          unresolvedVariables: composed.unresolved,
+          variables: values,
+          ...(draft.config ? { config: draft.config } : {}),
+          ...(logic.occurrences.length > 0 ? { references: composed.references } : {}),
+        }
+      }
       const outcome = renderTemplate(draft.template, draft.variables, values, 'inject', { maxOutputBytes })
       return {
         renderedContent: outcome.renderedContent,
@@ -189,7 +293,9 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderD
     API_ROUTES.invokePublicPrompt,
     async (request, reply) => {
       const snapshot = await resolver.resolve({ ...lookup(request, request.params.id), publicOnly: true })
-      return invokeResult(snapshot, request.body?.variables ?? {}, reply, maxOutputBytes)
+      return invokeAny(snapshot, request.body?.variables ?? {}, reply, maxOutputBytes, () =>
+        referenceFetcher(resolver, request, { organizationId: snapshot.organizationId ?? '' }),
+      )
     },
     { preValidation: noBodyAsObject },
   )

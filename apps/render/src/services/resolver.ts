@@ -10,7 +10,14 @@ import {
   type Variable,
 } from '@pm/contracts'
 import { callInternal, closePool, type InternalAnswer, InternalTimeoutError, internalPath } from '@pm/kit'
-import { type CompiledChat, type CompiledTemplate, compileChat, compileTemplate } from '@pm/template'
+import {
+  type CompiledChat,
+  type CompiledTemplate,
+  compileChat,
+  compileLogicOrFlat,
+  compileTemplate,
+  type LogicTemplate,
+} from '@pm/template'
 import { LRUCache } from 'lru-cache'
 import { Pool } from 'undici'
 
@@ -24,6 +31,11 @@ export interface Snapshot {
   /** Chat prompts only: the messages, compiled once. */
   chat?: CompiledChat
   config?: PromptConfig
+  /** Its workspace and slug (a reference chain names prompts by slug). */
+  organizationId?: string
+  slug?: string
+  /** A text template with blocks or references, parsed once; absent: the flat path renders it. */
+  logic?: LogicTemplate
 }
 
 export interface ResolveRequest {
@@ -284,14 +296,24 @@ export class Resolver {
   private snapshot(resolved: ResolvedPrompt): Snapshot {
     const cached = this.snapshots.get(resolved.versionId)
     if (cached) return cached
+    const compiled = compileTemplate(resolved.template)
     const snapshot: Snapshot = {
       promptId: resolved.promptId,
       versionId: resolved.versionId,
       version: resolved.version,
-      compiled: compileTemplate(resolved.template),
+      compiled,
       variables: resolved.variables,
       ...(resolved.messages ? { chat: compileChat(resolved.messages) } : {}),
       ...(resolved.config ? { config: resolved.config } : {}),
+      organizationId: resolved.organizationId,
+      ...(resolved.slug !== undefined ? { slug: resolved.slug } : {}),
+    }
+    if (!resolved.messages) {
+      const logic = compileLogicOrFlat(resolved.template, compiled)
+      // Flat nodes only: the template has no logic, and the flat path keeps rendering it.
+      if (logic.occurrences.length > 0 || logic.nodes.some((n) => n.kind !== 'text' && n.kind !== 'var')) {
+        snapshot.logic = logic
+      }
     }
     this.snapshots.set(resolved.versionId, snapshot)
     return snapshot
@@ -308,6 +330,26 @@ export class Resolver {
   private fetch(r: ResolveRequest): Promise<ResolvedPrompt> {
     const path = `${internalPath('internal', 'prompts', r.promptId, 'resolve')}${Resolver.selectorQuery(r)}`
     return this.getJson<ResolvedPrompt>(path, r)
+  }
+
+  /**
+   * A reference of a public prompt, for the public catalog: answered only when the included
+   * prompt is public too, so a public prompt never shows a private one. Not cached (rare).
+   */
+  async resolvePublicReference(
+    r: Pick<ResolveRequest, 'contextHeader' | 'requestId' | 'version' | 'env'> & {
+      organizationId: string
+      slug: string
+    },
+  ): Promise<Snapshot> {
+    this.stats.fetches++
+    let query = Resolver.selectorQuery({ ...r, publicOnly: true })
+    query += `&org=${encodeURIComponent(r.organizationId)}`
+    const resolved = await this.getJson<ResolvedPrompt>(
+      `${internalPath('internal', 'prompts', 'slug', r.slug, 'resolve')}${query}`,
+      r,
+    )
+    return this.snapshot(resolved)
   }
 
   /** The draft, for inject: never cached, since every save changes it. */

@@ -73,6 +73,13 @@ class RenderedPrompt:
         config = self.data.get("config")
         return dict(config) if isinstance(config, dict) else None
 
+    @property
+    def references(self) -> Optional[List[Dict[str, Any]]]:
+        """When the template has references (``{{> slug}}``): the prompts it included, in order
+        of first use, as ``{slug, promptId, versionId, version, via}`` (None otherwise)."""
+        refs = self.data.get("references")
+        return [dict(r) for r in refs] if isinstance(refs, list) else None
+
 
 @dataclass(frozen=True)
 class RenderablePrompt:

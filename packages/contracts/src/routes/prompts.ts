@@ -20,6 +20,7 @@ import {
   UpdateVariableRequest,
   VariableList,
 } from '../prompts.ts'
+import { DeletePromptQuery, PromptDependents } from '../composition.ts'
 import { MiB, PROMPT_PREFIX, keyOrUser, type RouteSpec } from './spec.ts'
 
 /** Prompts and drafts, and CSV import (prompts). */
@@ -100,12 +101,30 @@ export const PROMPT_ROUTES = {
     path: PROMPT_PREFIX,
     tag: 'prompts',
     summary: 'Delete a prompt, its versions and pins',
-    description: 'Emits `prompt.deleted`.',
+    description:
+      'Emits `prompt.deleted`. A prompt that other prompts include (`{{> slug}}`) answers 409 ' +
+      'CONFLICT listing them in `details`, unless `force=true`.',
     ...keyOrUser('prompts', 'context', 'prompts:write'),
+    params: PromptParams,
+    query: DeletePromptQuery,
+    status: 200,
+    response: Deleted,
+    errors: ['CONFLICT'],
+  },
+  // ---- composition (DESIGN section 12)
+  listPromptDependents: {
+    method: 'GET',
+    path: `${PROMPT_PREFIX}/dependents`,
+    tag: 'prompts',
+    summary: 'Prompts that include this one',
+    description:
+      'The prompts of the workspace whose draft or current version includes this prompt with ' +
+      '`{{> slug}}` (any selector), and where.',
+    ...keyOrUser('prompts', 'context', 'prompts:read'),
     params: PromptParams,
     query: OrganizationQuery,
     status: 200,
-    response: Deleted,
+    response: PromptDependents,
   },
   listVariables: {
     method: 'GET',

@@ -17,6 +17,7 @@ const INVOKE = {
     'VERSION_NOT_FOUND',
     'ENVIRONMENT_NOT_SET',
     'RENDER_TOO_LARGE',
+    'INVALID_REFERENCE',
   ],
 } as const
 
@@ -66,7 +67,7 @@ export const RENDER_ROUTES = {
     bodyOptional: true,
     status: 200,
     response: InjectResult,
-    errors: ['RENDER_TOO_LARGE'],
+    errors: ['RENDER_TOO_LARGE', 'INVALID_REFERENCE'],
   },
   invokePublicPrompt: {
     method: 'POST',
@@ -88,6 +89,6 @@ export const RENDER_ROUTES = {
     status: 200,
     response: InvokeResult,
     headers: ['X-Service-Version'],
-    errors: ['NO_PUBLISHED_VERSION', 'MISSING_REQUIRED_VARIABLES', 'RENDER_TOO_LARGE'],
+    errors: ['NO_PUBLISHED_VERSION', 'MISSING_REQUIRED_VARIABLES', 'RENDER_TOO_LARGE', 'INVALID_REFERENCE'],
   },
 } as const satisfies Record<string, RouteSpec>

@@ -1,0 +1,131 @@
+import { AppError } from '@pm/contracts'
+import { describe, expect, it } from 'vitest'
+import { compileTemplate } from './compile.ts'
+import { compileLogic, type LogicTemplate, renderLogic, templateSyntaxError } from './logic.ts'
+import { renderCompiled, renderTemplate } from './render.ts'
+import { syncVariables } from './variables.ts'
+
+function render(t: string, values: Record<string, unknown>, mode: 'invoke' | 'inject' = 'invoke') {
+  return renderTemplate(t, [], values, mode)
+}
+
+describe('compileLogic', () => {
+  it('answers null for a template without logic (the flat path keeps it)', () => {
+    expect(compileLogic('Hello {{name}}, {{{x}}} {{ a.b-c }} {{this}}')).toBeNull()
+  })
+
+  it.each([
+    ['{{#if a}}x', '{{#if}} is never closed'],
+    ['x{{else}}y', '{{else}} outside a block'],
+    ['{{#if a}}x{{/each}}', 'closes {{#if}}'],
+    ['{{/if}}', 'closes no open block'],
+    ['{{#with a}}x{{/with}}', 'unknown block'],
+    ['{{#if}}x{{/if}}', 'needs a variable name'],
+    ['{{@index}}', 'only defined inside'],
+    ['{{> Bad_Slug}}', 'bad reference'],
+    ['{{> a@staging}}', 'bad reference selector'],
+    ['{{#if a}}1{{else}}2{{else}}3{{/if}}', 'a second {{else}}'],
+  ])('refuses %s', (t, message) => {
+    expect(templateSyntaxError(t)?.message).toContain(message)
+  })
+
+  it('detects names of blocks and placeholders, not this/@index', () => {
+    const t = compileLogic(
+      '{{#if a}}{{b}}{{/if}}{{#each list}}{{this.x}}{{@index}}{{c}}{{/each}}{{> p@v3}}{{> p}}{{> p@v3}}',
+    )
+    expect(t?.names).toEqual(['a', 'b', 'list', 'c'])
+    expect(t?.includes.map((r) => r.key)).toEqual(['p@v3', 'p'])
+    expect(syncVariables('{{#unless z}}{{y}}{{/unless}}', []).variables.map((v) => v.name)).toEqual([
+      'z',
+      'y',
+    ])
+  })
+})
+
+describe('renderLogic', () => {
+  it('if / else / unless with Handlebars truthiness', () => {
+    const t = '{{#if x}}yes{{else}}no{{/if}}'
+    for (const falsy of [false, null, '', 0, []]) expect(render(t, { x: falsy }).renderedContent).toBe('no')
+    expect(render(t, {}).renderedContent).toBe('no')
+    for (const yes of [true, 'a', 1, [0], {}]) expect(render(t, { x: yes }).renderedContent).toBe('yes')
+    expect(render('{{#unless x}}u{{/unless}}', { x: 0 }).renderedContent).toBe('u')
+  })
+
+  it('each with this, this.field, @index, nested, else', () => {
+    const t = '{{#each items}}{{@index}}:{{this.name}}({{#each this.tags}}{{this}}{{/each}}) {{/each}}'
+    expect(
+      render(t, {
+        items: [
+          { name: 'a', tags: ['x', 'y'] },
+          { name: 'b', tags: [] },
+        ],
+      }).renderedContent,
+    ).toBe('0:a(xy) 1:b() ')
+    expect(render('{{#each xs}}{{this}}{{else}}none{{/each}}', { xs: [] }).renderedContent).toBe('none')
+    expect(render('{{#each xs}}{{this}},{{/each}}', { xs: [1, 'two', null, { a: 1 }] }).renderedContent).toBe(
+      '1,two,,{"a":1},',
+    )
+  })
+
+  it('raw output, values never re-scanned, no prototype access', () => {
+    expect(render('{{#if a}}{{a}}{{/if}}', { a: '<b>&{{x}}' }).renderedContent).toBe('<b>&{{x}}')
+    const t = '{{#each xs}}[{{this.constructor}}{{this.toString}}{{this.__proto__}}]{{/each}}'
+    expect(render(t, { xs: [{}] }).renderedContent).toBe('[]')
+    expect(render('{{#if constructor}}y{{/if}}', {}).renderedContent).toBe('')
+  })
+
+  it('a loop over a non-array is a VALIDATION_ERROR naming the variable', () => {
+    const err = (() => {
+      try {
+        render('{{#each xs}}{{this}}{{/each}}', { xs: 'abc' })
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(err).toBeInstanceOf(AppError)
+    expect((err as AppError).code).toBe('VALIDATION_ERROR')
+    expect((err as AppError).details).toEqual([
+      { path: '/body/variables/xs', message: 'xs must be an array' },
+    ])
+  })
+
+  it('stops at the output cap without building the whole text', () => {
+    const xs = Array.from({ length: 100_000 }, () => 1)
+    const started = Date.now()
+    expect(() =>
+      renderTemplate('{{#each xs}}{{pad}}{{/each}}', [], { xs, pad: 'x'.repeat(100) }, 'invoke', {
+        maxOutputBytes: 1024 * 1024,
+      }),
+    ).toThrow(/exceed 1048576 bytes/)
+    expect(Date.now() - started).toBeLessThan(2000)
+  })
+
+  it('bounds work without output (loops in loops)', () => {
+    const xs = Array.from({ length: 3000 }, () => 1)
+    expect(() => render('{{#each xs}}{{#each xs}}{{/each}}{{/each}}', { xs })).toThrow(/steps/)
+  })
+
+  it('renders includes with the same variables; the loop item does not cross into them', () => {
+    const child = compileLogic('{{#if vip}}VIP {{/if}}{{name}}') as LogicTemplate
+    const parent = compileLogic('Hi {{> child}}! {{#each xs}}{{> child}}{{/each}}') as LogicTemplate
+    const out = renderLogic(parent, [], { vip: true, name: 'Ann', xs: [1, 2] }, 'invoke', {
+      include: (ref) => (ref.slug === 'child' ? child : undefined),
+    })
+    expect(out.renderedContent).toBe('Hi VIP Ann! VIP AnnVIP Ann')
+    expect(out.included).toEqual(['child'])
+  })
+
+  it('inject keeps unresolved placeholders and unresolvable references as written', () => {
+    const out = render('{{#if a}}{{b}}{{/if}} {{> p@production}}', { a: 1 }, 'inject')
+    expect(out.renderedContent).toBe('{{b}} {{> p@production}}')
+    expect(out.unresolved).toEqual(['b'])
+  })
+
+  it('a template without logic renders as the flat renderer does', () => {
+    const t = 'a {{x}} {{{y}}} {{else}} {{ z.q }} {{#nope}}'
+    // {{else}} and {{#nope}} outside logic: an old stored version still renders as before.
+    expect(render(t, { x: 1, y: 2, else: 3, 'z.q': 4 }).renderedContent).toBe(
+      renderCompiled(compileTemplate(t), [], { x: 1, y: 2, else: 3, 'z.q': 4 }, 'invoke').renderedContent,
+    )
+  })
+})
