@@ -9,6 +9,8 @@ export const PromptsConfigSchema = Type.Object({
   ...storeSettings,
   ...busSettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4002 }),
+  /** Identity, asked on each promote which environments the organization protects (DESIGN section 15). */
+  IDENTITY_URL: Type.String({ pattern: '^https?://', default: 'http://127.0.0.1:4001' }),
   /** How often the outbox relay looks for events not yet sent (it is also woken on publish). */
   OUTBOX_POLL_MS: Type.Integer({ minimum: 10, default: 1000 }),
   /**

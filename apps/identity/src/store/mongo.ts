@@ -7,6 +7,7 @@ import {
   type MembershipChange,
   type MembershipChangeResult,
   type MembershipRecord,
+  type OrganizationChange,
   type OrganizationRecord,
   type RefreshTokenRecord,
   type SigningKeyRecord,
@@ -144,14 +145,19 @@ export class MongoIdentityStore implements IdentityStore {
 
   async updateOrganization(
     id: string,
-    change: { name: string },
+    change: OrganizationChange,
     at: string,
   ): Promise<OrganizationRecord | null> {
-    return this.orgs.findOneAndUpdate(
+    const $set: Partial<OrganizationRecord> = { updatedAt: at }
+    if (change.name !== undefined) $set.name = change.name
+    if (change.protectedEnvironments !== undefined) $set.protectedEnvironments = change.protectedEnvironments
+    const org = await this.orgs.findOneAndUpdate(
       { _id: id },
-      { $set: { name: change.name, updatedAt: at } },
+      { $set },
       { returnDocument: 'after', projection: ORG_PROJECTION },
     )
+    // Organizations written before protected environments have none.
+    return org ? { ...org, protectedEnvironments: org.protectedEnvironments ?? [] } : null
   }
 
   async findUsersByIds(ids: string[]): Promise<UserRecord[]> {

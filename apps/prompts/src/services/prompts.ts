@@ -3,6 +3,7 @@ import {
   type Author,
   type CallerContext,
   type CreatePromptRequest,
+  type EnvironmentHistory,
   type EnvironmentName,
   type Environments,
   type ListPromptsQuery,
@@ -13,6 +14,7 @@ import {
   type PromptList,
   type PublicPrompt,
   type ResolvedPrompt,
+  type Split,
   SUBJECTS,
   type UpdatePromptRequest,
   type UpdateVariableRequest,
@@ -24,9 +26,12 @@ import type { EventBus } from '@pm/bus'
 import { buildContent, checkConfig, checkTypeUnchanged, contentFields } from '../domain/content.ts'
 import { diffVersions, type DiffSide, type VersionDiff } from '../domain/diff.ts'
 import { environmentPromoted, promptDeleted, visibilityChanged } from '../domain/events.ts'
+import { checkMayPromote, type PromoteTarget } from '../domain/release.ts'
 import { slugify, uniqueSlug } from '../domain/slug.ts'
+import { type OrgSettings, StaticOrgSettings } from './orgSettings.ts'
 import {
   DuplicateSlugError,
+  type EnvHistoryRecord,
   type OutboxRecord,
   type Page,
   type PromptPatch,
@@ -110,10 +115,18 @@ export class PromptsService {
   private readonly bus: EventBus
   private readonly onOutboxWritten: () => void
 
-  constructor(store: PromptStore, bus: EventBus, onOutboxWritten: () => void) {
+  private readonly orgSettings: OrgSettings
+
+  constructor(
+    store: PromptStore,
+    bus: EventBus,
+    onOutboxWritten: () => void,
+    orgSettings: OrgSettings = new StaticOrgSettings(),
+  ) {
     this.store = store
     this.bus = bus
     this.onOutboxWritten = onOutboxWritten
+    this.orgSettings = orgSettings
   }
 
   changed(prompt: { _id: string; organizationId: string }, reason: PromptChangeReason): void {
@@ -401,31 +414,119 @@ export class PromptsService {
     return diffVersions(a, b, { from, to })
   }
 
+  /** The pins, a split's variants with the invocations render has counted so far. */
   async environments(organizationId: string, id: string): Promise<Environments> {
     const prompt = await this.get(organizationId, id)
-    return { preview: prompt.environments.preview, production: prompt.environments.production }
+    const { preview, production } = prompt.environments
+    const splitIds = [preview?.split?.id, production?.split?.id].filter((x): x is string => !!x)
+    const counts = await this.store.splitCounts(splitIds)
+    const withCounts = (pin: Pin | null): Pin | null => {
+      if (!pin?.split) return pin
+      const c = counts.get(pin.split.id) ?? []
+      return {
+        ...pin,
+        split: {
+          ...pin.split,
+          variants: pin.split.variants.map((v, i) => ({ ...v, invocations: c[i] ?? 0 })),
+        },
+      }
+    }
+    return { preview: withCounts(preview), production: withCounts(production) }
   }
 
-  async promote(
+  /** An environment's promotes, newest first (DESIGN section 15). */
+  async environmentHistory(
     organizationId: string,
     id: string,
     env: EnvironmentName,
-    versionId: string,
-    promotedBy: string,
-  ): Promise<Pin> {
+    page: Page,
+  ): Promise<EnvironmentHistory> {
     const prompt = await this.get(organizationId, id)
-    const version = await this.version(prompt, versionId)
-    if (version.status !== 'PUBLISHED') {
-      throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be promoted')
+    const { entries, total } = await this.store.listEnvHistory(prompt._id, env, page)
+    return {
+      entries: entries.map((e) => ({
+        versionId: e.versionId,
+        version: e.version,
+        ...(e.split ? { split: e.split } : {}),
+        promotedBy: e.promotedBy,
+        promotedByType: e.promotedByType,
+        promotedAt: e.promotedAt,
+      })),
+      pagination: pagination(page.page, page.limit, total),
     }
-    const pin: Pin = {
-      versionId: version._id,
-      version: version.version,
-      promotedAt: new Date().toISOString(),
-      promotedBy,
+  }
+
+  /**
+   * Pins a published version (by id or number), or a split of 2 to 5 of them, to `env`; a plain
+   * promote ends a split. The pin, its history entry and `environment.promoted` are written in one
+   * transaction. The caller's right to move a protected environment is checked first.
+   */
+  async promote(
+    caller: CallerContext,
+    organizationId: string,
+    id: string,
+    env: EnvironmentName,
+    target: PromoteTarget,
+  ): Promise<Pin> {
+    const actor = caller.kind === 'apiKey' ? caller.apiKeyId : caller.userId
+    if (!actor) throw new AppError('AUTH_REQUIRED', 'credentials are required')
+    const prompt = await this.get(organizationId, id)
+    checkMayPromote(caller, env, await this.orgSettings.protectedEnvironments(organizationId, caller.requestId))
+    const published = async (pick: { versionId: string } | { version: number }): Promise<VersionRecord> => {
+      const version =
+        'versionId' in pick
+          ? await this.store.getVersion(prompt._id, pick.versionId)
+          : await this.store.getVersionByNumber(prompt._id, pick.version)
+      if (!version) {
+        const named = 'versionId' in pick ? pick.versionId : `v${pick.version}`
+        throw new AppError('VERSION_NOT_FOUND', `version ${named} is not a version of this prompt`)
+      }
+      if (version.status !== 'PUBLISHED') {
+        throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be promoted')
+      }
+      return version
     }
-    const updated = await this.store.setPin(organizationId, id, env, pin, pin.promotedAt, (after) =>
-      environmentPromoted(after, env, pin),
+    const promotedAt = new Date().toISOString()
+    let pin: Pin
+    if ('split' in target) {
+      const versions = await Promise.all(target.split.map((v) => published({ versionId: v.versionId })))
+      const variants = versions.map((v, i) => ({
+        versionId: v._id,
+        version: v.version,
+        weight: target.split[i]?.weight ?? 0,
+      }))
+      const first = variants[0] as (typeof variants)[number]
+      pin = {
+        versionId: first.versionId,
+        version: first.version,
+        promotedAt,
+        promotedBy: actor,
+        split: { id: newId(), variants },
+      }
+    } else {
+      const version = await published(target)
+      pin = { versionId: version._id, version: version.version, promotedAt, promotedBy: actor }
+    }
+    const history: EnvHistoryRecord = {
+      _id: newId(),
+      promptId: prompt._id,
+      organizationId,
+      environment: env,
+      versionId: pin.versionId,
+      version: pin.version,
+      ...(pin.split ? { split: pin.split } : {}),
+      promotedBy: actor,
+      promotedByType: caller.kind === 'apiKey' ? 'apiKey' : 'user',
+      promotedAt,
+    }
+    const updated = await this.store.setPin(
+      organizationId,
+      id,
+      env,
+      pin,
+      promotedAt,
+      (after) => environmentPromoted(after, env, pin),
+      history,
     )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
@@ -540,6 +641,7 @@ export class PromptsService {
       ])
     }
     let version: VersionRecord | null
+    let split: Split | undefined
     if (selector.version !== undefined) {
       version = await this.store.getVersionByNumber(prompt._id, selector.version)
       if (!version) throw new AppError('VERSION_NOT_FOUND', `version ${selector.version} does not exist`)
@@ -548,6 +650,8 @@ export class PromptsService {
       if (!pin) throw new AppError('ENVIRONMENT_NOT_SET', `no version is promoted to ${selector.env}`)
       version = await this.store.getVersion(prompt._id, pin.versionId)
       if (!version) throw new AppError('VERSION_NOT_FOUND', 'the pinned version no longer exists')
+      // Under a split, render picks the variant per subject and asks for it by number.
+      if (pin.split) split = pin.split
     } else {
       if (!prompt.currentVersionId)
         throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
@@ -562,6 +666,7 @@ export class PromptsService {
       template: version.template,
       variables: version.variables,
       ...contentFields(version),
+      ...(split ? { split } : {}),
     }
   }
 }

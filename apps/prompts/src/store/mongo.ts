@@ -18,7 +18,9 @@ import {
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type EnvHistoryRecord,
   type ImportStep,
+  type SplitCount,
   LeaseLostError,
   type OutboxRecord,
   type Page,
@@ -85,6 +87,14 @@ function toBatch(doc: WithId<ImportBatchRecord>): ImportBatchRecord {
  * writes (publish, fork) run in a transaction, which needs a replica set (docker-compose
  * runs a single-node one). Indexes are created by `init()` at start-up.
  */
+/** Invocations of one split variant; `_id` is `splitId:variant`. */
+interface SplitCountDoc {
+  _id: string
+  splitId: string
+  variant: number
+  count: number
+}
+
 export class MongoPromptStore implements PromptStore {
   private readonly client: MongoClient
   private readonly db: Db
@@ -93,6 +103,8 @@ export class MongoPromptStore implements PromptStore {
   private readonly outbox: Collection<OutboxRecord>
   private readonly batches: Collection<ImportBatchRecord>
   private readonly files: Collection<ImportFileDoc>
+  private readonly envHistory: Collection<EnvHistoryRecord>
+  private readonly splitCountsColl: Collection<SplitCountDoc>
   private readonly ownsClient: boolean
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
@@ -104,6 +116,8 @@ export class MongoPromptStore implements PromptStore {
     this.outbox = this.db.collection('outbox')
     this.batches = this.db.collection('import_batches')
     this.files = this.db.collection('import_files')
+    this.envHistory = this.db.collection('env_history')
+    this.splitCountsColl = this.db.collection('split_counts')
   }
 
   async init(): Promise<void> {
@@ -128,6 +142,9 @@ export class MongoPromptStore implements PromptStore {
       ),
       this.batches.createIndex({ status: 1, leaseUntil: 1 }),
       this.ensureCollection('import_files'),
+      this.envHistory.createIndex({ promptId: 1, environment: 1, promotedAt: -1, _id: -1 }),
+      this.ensureCollection('env_history'),
+      this.splitCountsColl.createIndex({ splitId: 1 }),
     ])
     // Their narrower predecessors.
     await Promise.all([
@@ -289,6 +306,7 @@ export class MongoPromptStore implements PromptStore {
       const deleted = await this.prompts.findOneAndDelete({ _id: id, organizationId }, { session })
       if (!deleted) return null
       await this.versions.deleteMany({ promptId: id }, { session })
+      await this.envHistory.deleteMany({ promptId: id }, { session })
       const prompt = withType(deleted)
       if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
       return prompt
@@ -302,6 +320,7 @@ export class MongoPromptStore implements PromptStore {
     pin: Pin,
     updatedAt: string,
     event?: (after: PromptRecord) => OutboxRecord,
+    history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null> {
     // A dotted path sets one environment only: a concurrent promote of the other one is kept.
     const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt }
@@ -314,8 +333,52 @@ export class MongoPromptStore implements PromptStore {
       if (!after) return null
       const prompt = withType(after)
       if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      if (history) await this.envHistory.insertOne({ ...history }, { session })
       return prompt
     })
+  }
+
+  async listEnvHistory(
+    promptId: string,
+    env: EnvironmentName,
+    page: Page,
+  ): Promise<{ entries: EnvHistoryRecord[]; total: number }> {
+    const filter = { promptId, environment: env }
+    const [entries, total] = await Promise.all([
+      this.envHistory
+        .find(filter)
+        .sort({ promotedAt: -1, _id: -1 })
+        .skip((page.page - 1) * page.limit)
+        .limit(page.limit)
+        .toArray(),
+      this.envHistory.countDocuments(filter),
+    ])
+    return { entries, total }
+  }
+
+  async addSplitCounts(counts: SplitCount[]): Promise<void> {
+    if (counts.length === 0) return
+    await this.splitCountsColl.bulkWrite(
+      counts.map((c) => ({
+        updateOne: {
+          filter: { _id: `${c.splitId}:${c.variant}` },
+          update: { $inc: { count: c.count }, $setOnInsert: { splitId: c.splitId, variant: c.variant } },
+          upsert: true,
+        },
+      })),
+      { ordered: false },
+    )
+  }
+
+  async splitCounts(splitIds: string[]): Promise<Map<string, number[]>> {
+    const found = new Map<string, number[]>()
+    if (splitIds.length === 0) return found
+    for (const doc of await this.splitCountsColl.find({ splitId: { $in: splitIds } }).toArray()) {
+      const list = found.get(doc.splitId) ?? []
+      list[doc.variant] = doc.count
+      found.set(doc.splitId, list)
+    }
+    return found
   }
 
   async publish(

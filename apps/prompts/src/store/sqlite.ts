@@ -17,7 +17,9 @@ import {
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type EnvHistoryRecord,
   type ImportStep,
+  type SplitCount,
   LeaseLostError,
   type OutboxRecord,
   type Page,
@@ -86,6 +88,16 @@ const MIGRATIONS: string[][] = [
   ],
   // 3. The trace context of the request that wrote an outbox event (its publish continues that trace, issue 18).
   ['ALTER TABLE outbox ADD COLUMN trace_headers TEXT'],
+  // 4. Release safety (issue 29): each environment's history, and invocations per split variant.
+  [
+    `CREATE TABLE env_history (
+      id TEXT PRIMARY KEY, prompt_id TEXT NOT NULL, organization_id TEXT NOT NULL, environment TEXT NOT NULL,
+      version_id TEXT NOT NULL, version INTEGER NOT NULL, split TEXT, promoted_by TEXT NOT NULL,
+      promoted_by_type TEXT NOT NULL, promoted_at TEXT NOT NULL)`,
+    'CREATE INDEX env_history_prompt ON env_history(prompt_id, environment, promoted_at DESC, id DESC)',
+    `CREATE TABLE split_counts (
+      split_id TEXT NOT NULL, variant INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (split_id, variant))`,
+  ],
 ]
 
 function migrate(db: DatabaseSync): void {
@@ -419,6 +431,7 @@ export class SqlitePromptStore implements PromptStore {
       if (!deleted) return null
       this.db.prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?').run(id, organizationId)
       this.db.prepare('DELETE FROM versions WHERE prompt_id = ?').run(id)
+      this.db.prepare('DELETE FROM env_history WHERE prompt_id = ?').run(id)
       if (event) this.insertOutbox(event(deleted))
       return deleted
     })
@@ -431,6 +444,7 @@ export class SqlitePromptStore implements PromptStore {
     pin: Pin,
     updatedAt: string,
     event?: (after: PromptRecord) => OutboxRecord,
+    history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null> {
     return transaction(this.db, () => {
       // json_set on the one key: a concurrent promote of the other environment is not overwritten.
@@ -443,8 +457,85 @@ export class SqlitePromptStore implements PromptStore {
       if (result.changes === 0) return null
       const after = this.findPrompt(organizationId, id)
       if (after && event) this.insertOutbox(event(after))
+      if (after && history) {
+        this.db
+          .prepare(
+            `INSERT INTO env_history (id, prompt_id, organization_id, environment, version_id, version, split,
+             promoted_by, promoted_by_type, promoted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            history._id,
+            history.promptId,
+            history.organizationId,
+            history.environment,
+            history.versionId,
+            history.version,
+            json(history.split),
+            history.promotedBy,
+            history.promotedByType,
+            history.promotedAt,
+          )
+      }
       return after
     })
+  }
+
+  async listEnvHistory(
+    promptId: string,
+    env: EnvironmentName,
+    page: Page,
+  ): Promise<{ entries: EnvHistoryRecord[]; total: number }> {
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM env_history WHERE prompt_id = ? AND environment = ?
+         ORDER BY promoted_at DESC, id DESC LIMIT ? OFFSET ?`,
+      )
+      .all(promptId, env, page.limit, (page.page - 1) * page.limit) as Row[]
+    const total = Number(
+      queryOne(this.db, 'SELECT COUNT(*) AS n FROM env_history WHERE prompt_id = ? AND environment = ?', promptId, env)
+        ?.n ?? 0,
+    )
+    return {
+      entries: rows.map((r) => ({
+        _id: s(r.id),
+        promptId: s(r.prompt_id),
+        organizationId: s(r.organization_id),
+        environment: s(r.environment) as EnvironmentName,
+        versionId: s(r.version_id),
+        version: Number(r.version),
+        ...(r.split ? { split: JSON.parse(s(r.split)) as EnvHistoryRecord['split'] } : {}),
+        promotedBy: s(r.promoted_by),
+        promotedByType: r.promoted_by_type === 'apiKey' ? 'apiKey' : 'user',
+        promotedAt: s(r.promoted_at),
+      })),
+      total,
+    }
+  }
+
+  async addSplitCounts(counts: SplitCount[]): Promise<void> {
+    if (counts.length === 0) return
+    transaction(this.db, () => {
+      const add = this.db.prepare(
+        `INSERT INTO split_counts (split_id, variant, count) VALUES (?, ?, ?)
+         ON CONFLICT (split_id, variant) DO UPDATE SET count = count + excluded.count`,
+      )
+      for (const c of counts) add.run(c.splitId, c.variant, c.count)
+    })
+  }
+
+  async splitCounts(splitIds: string[]): Promise<Map<string, number[]>> {
+    const found = new Map<string, number[]>()
+    if (splitIds.length === 0) return found
+    const rows = this.db
+      .prepare(`SELECT * FROM split_counts WHERE split_id IN (${splitIds.map(() => '?').join(', ')})`)
+      .all(...splitIds) as Row[]
+    for (const r of rows) {
+      const id = s(r.split_id)
+      const list = found.get(id) ?? []
+      list[Number(r.variant)] = Number(r.count)
+      found.set(id, list)
+    }
+    return found
   }
 
   async publish(

@@ -6,6 +6,7 @@ import type {
   ImportStatus,
   Pin,
   PromptConfig,
+  Split,
   PromptType,
   Variable,
   VersionStatus,
@@ -50,6 +51,27 @@ export interface VersionRecord {
   config?: PromptConfig
   createdBy: Author
   changeLog: string
+}
+
+/** One promote of an environment (DESIGN section 15), written in the promote's transaction. */
+export interface EnvHistoryRecord {
+  _id: string
+  promptId: string
+  organizationId: string
+  environment: EnvironmentName
+  versionId: string
+  version: number
+  split?: Split
+  promotedBy: string
+  promotedByType: 'user' | 'apiKey'
+  promotedAt: string
+}
+
+/** Invocations of one variant of a split, as render reports them (added to what is counted). */
+export interface SplitCount {
+  splitId: string
+  variant: number
+  count: number
 }
 
 export interface OutboxRecord {
@@ -230,7 +252,19 @@ export interface PromptStore {
     pin: Pin,
     updatedAt: string,
     event?: (after: PromptRecord) => OutboxRecord,
+    /** The environment's history entry, written in the same transaction. */
+    history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null>
+  /** An environment's promotes, newest first. */
+  listEnvHistory(
+    promptId: string,
+    env: EnvironmentName,
+    page: Page,
+  ): Promise<{ entries: EnvHistoryRecord[]; total: number }>
+  /** Adds render's counts of invocations per split variant. */
+  addSplitCounts(counts: SplitCount[]): Promise<void>
+  /** The counts of these splits, by split id (index = variant). */
+  splitCounts(splitIds: string[]): Promise<Map<string, number[]>>
 
   publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null>
   /** Writes a forked prompt with its first version and event, atomically. */
