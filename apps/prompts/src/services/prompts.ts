@@ -32,6 +32,7 @@ import { type OrgSettings, StaticOrgSettings } from './orgSettings.ts'
 import {
   DuplicateSlugError,
   type EnvHistoryRecord,
+  type SplitCount,
   type OutboxRecord,
   type Page,
   type PromptPatch,
@@ -432,6 +433,11 @@ export class PromptsService {
       }
     }
     return { preview: withCounts(preview), production: withCounts(production) }
+  }
+
+  /** Render's invocations per split variant, added to the counts. */
+  async addSplitCounts(counts: SplitCount[]): Promise<void> {
+    await this.store.addSplitCounts(counts)
   }
 
   /** An environment's promotes, newest first (DESIGN section 15). */
