@@ -20,7 +20,10 @@ interface PinBody {
   versionId: string
   version: number
   promotedBy: string
-  split?: { id: string; variants: { versionId: string; version: number; weight: number; invocations?: number }[] }
+  split?: {
+    id: string
+    variants: { versionId: string; version: number; weight: number; invocations?: number }[]
+  }
 }
 interface Invoked {
   renderedContent: string
@@ -43,8 +46,18 @@ describe('release safety: protected environments, history, rollback, splits', ()
   let promptId: string
   const versions: { _id: string; version: number }[] = []
 
-  const api = <T>(method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
-    call<T>(stack.gateway, method, path, { token, ...(body !== undefined ? { body } : {}), ...(headers ? { headers } : {}) })
+  const api = <T>(
+    method: string,
+    path: string,
+    token: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ) =>
+    call<T>(stack.gateway, method, path, {
+      token,
+      ...(body !== undefined ? { body } : {}),
+      ...(headers ? { headers } : {}),
+    })
 
   const login = async (person: { email: string; password: string }): Promise<string> => {
     const res = await call<Data<{ accessToken: string }>>(stack.gateway, 'POST', '/api/v1/auth/login', {
@@ -72,17 +85,25 @@ describe('release safety: protected environments, history, rollback, splits', ()
     })
 
   beforeAll(async () => {
-    stack = await startStack({ AUTH_ALLOW_SIGNUP: 'true', SPLIT_COUNTS_FLUSH_MS: '200' }, { renderReplicas: 2 })
+    stack = await startStack(
+      { AUTH_ALLOW_SIGNUP: 'true', SPLIT_COUNTS_FLUSH_MS: '200' },
+      { renderReplicas: 2 },
+    )
     slice = await runSlice(stack.gateway)
     for (const [person, role] of [
       [MEMBER, 'MEMBER'],
       [ADMIN2, 'ADMIN'],
     ] as const) {
       expect((await call(stack.gateway, 'POST', '/api/v1/auth/register', { body: person })).status).toBe(201)
-      const added = await api('POST', `/api/v1/organizations/${slice.organizationId}/members`, slice.accessToken, {
-        email: person.email,
-        role,
-      })
+      const added = await api(
+        'POST',
+        `/api/v1/organizations/${slice.organizationId}/members`,
+        slice.accessToken,
+        {
+          email: person.email,
+          role,
+        },
+      )
       expect(added.status).toBe(201)
     }
     member = await login(MEMBER)
@@ -258,7 +279,11 @@ describe('release safety: protected environments, history, rollback, splits', ()
     // The counts reach GET …/environments within a flush or two.
     await vi.waitFor(
       async () => {
-        const envs = await api<Data<{ production: PinBody }>>('GET', `/api/v1/prompts/${promptId}/environments`, slice.apiKey)
+        const envs = await api<Data<{ production: PinBody }>>(
+          'GET',
+          `/api/v1/prompts/${promptId}/environments`,
+          slice.apiKey,
+        )
         const counted = envs.body.data.production.split?.variants.map((v) => v.invocations ?? 0) ?? []
         expect(counted.reduce((x, y) => x + y, 0)).toBe(total)
       },

@@ -86,7 +86,8 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     retainMs: config.OUTBOX_RETAIN_MS,
     ...(metrics ? { onSent: () => metrics.outboxSent.inc() } : {}),
   })
-  const orgSettings = opts.orgSettings ?? new IdentityOrgSettings(config.IDENTITY_URL, config.INTERNAL_AUTH_SECRET)
+  const orgSettings =
+    opts.orgSettings ?? new IdentityOrgSettings(config.IDENTITY_URL, config.INTERNAL_AUTH_SECRET)
   const service = new PromptsService(store, bus, () => relay.kick(), orgSettings)
   const importer = new Importer(service, store, app.log, {
     leaseMs: config.IMPORT_LEASE_MS,

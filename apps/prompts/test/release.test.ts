@@ -28,7 +28,11 @@ async function promptWithVersions(n: number): Promise<{ prompt: Prompt; versions
       headers: t.as(),
       payload: { template: `v${i} {{name}}` },
     })
-    const res = await t.app.inject({ method: 'POST', url: `/api/v1/prompts/${prompt._id}/publish`, headers: t.as() })
+    const res = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/prompts/${prompt._id}/publish`,
+      headers: t.as(),
+    })
     versions.push(res.json<PromptVersion>())
   }
   return { prompt, versions }
@@ -54,7 +58,12 @@ describe('promote: by id, by number, or a split; exactly one', () => {
 
   it('refuses none, two, or an unknown field with 400 VALIDATION_ERROR', async () => {
     const { prompt, versions } = await promptWithVersions(1)
-    for (const body of [{}, { version: 1, versionId: versions[0]?._id }, { version: 1, other: 1 }, { version: 0 }]) {
+    for (const body of [
+      {},
+      { version: 1, versionId: versions[0]?._id },
+      { version: 1, other: 1 },
+      { version: 0 },
+    ]) {
       const res = await promote(prompt._id, body)
       expect(res.statusCode, JSON.stringify(body)).toBe(400)
       expect(res.json().error.code).toBe('VALIDATION_ERROR')
@@ -67,17 +76,54 @@ describe('promote: by id, by number, or a split; exactly one', () => {
     const [a, b, c] = versions.map((v) => v._id) as [string, string, string]
     const cases: [unknown, number, string][] = [
       [{ split: [{ versionId: a, weight: 100 }] }, 400, 'VALIDATION_ERROR'],
-      [{ split: [{ versionId: a, weight: 50 }, { versionId: b, weight: 40 }] }, 400, 'VALIDATION_ERROR'],
-      [{ split: [{ versionId: a, weight: 50 }, { versionId: a, weight: 50 }] }, 400, 'VALIDATION_ERROR'],
-      [{ split: [{ versionId: a, weight: 50.5 }, { versionId: b, weight: 49.5 }] }, 400, 'VALIDATION_ERROR'],
-      [{ split: [{ versionId: a, weight: 0 }, { versionId: b, weight: 100 }] }, 400, 'VALIDATION_ERROR'],
       [
-        { split: Array.from({ length: 6 }, () => ({ versionId: a, weight: 1 })) },
+        {
+          split: [
+            { versionId: a, weight: 50 },
+            { versionId: b, weight: 40 },
+          ],
+        },
         400,
         'VALIDATION_ERROR',
       ],
       [
-        { split: [{ versionId: a, weight: 50 }, { versionId: other.versions[0]?._id, weight: 50 }] },
+        {
+          split: [
+            { versionId: a, weight: 50 },
+            { versionId: a, weight: 50 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [
+        {
+          split: [
+            { versionId: a, weight: 50.5 },
+            { versionId: b, weight: 49.5 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [
+        {
+          split: [
+            { versionId: a, weight: 0 },
+            { versionId: b, weight: 100 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [{ split: Array.from({ length: 6 }, () => ({ versionId: a, weight: 1 })) }, 400, 'VALIDATION_ERROR'],
+      [
+        {
+          split: [
+            { versionId: a, weight: 50 },
+            { versionId: other.versions[0]?._id, weight: 50 },
+          ],
+        },
         404,
         'VERSION_NOT_FOUND',
       ],
@@ -117,7 +163,9 @@ describe('promote: by id, by number, or a split; exactly one', () => {
       url: `/api/v1/prompts/${prompt._id}/environments`,
       headers: t.as(),
     })
-    expect(counted.json<Environments>().production?.split?.variants.map((v) => v.invocations)).toEqual([2, 0, 5])
+    expect(counted.json<Environments>().production?.split?.variants.map((v) => v.invocations)).toEqual([
+      2, 0, 5,
+    ])
     // A plain promote ends the split.
     const plain = await promote(prompt._id, { version: 2 })
     expect(plain.json<Pin>().split).toBeUndefined()
@@ -137,7 +185,9 @@ describe('protected environments', () => {
       const plainKey = await promote(prompt._id, { version: 1 }, t.as({ ...key, scopes: ['prompts:write'] }))
       expect(plainKey.statusCode).toBe(403)
       // preview is not protected: a MEMBER may promote there.
-      expect((await promote(prompt._id, { version: 1 }, t.as({ role: 'MEMBER' }), 'preview')).statusCode).toBe(200)
+      expect(
+        (await promote(prompt._id, { version: 1 }, t.as({ role: 'MEMBER' }), 'preview')).statusCode,
+      ).toBe(200)
       expect((await promote(prompt._id, { version: 1 }, t.as({ role: 'ADMIN' }))).statusCode).toBe(200)
       const scoped = await promote(
         prompt._id,

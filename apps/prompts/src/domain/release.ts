@@ -31,9 +31,11 @@ export function promoteTarget(body: PromoteRequest): PromoteTarget {
 /** 2 to 5 distinct versions, integer weights summing to 100. */
 export function checkSplitWeights(split: { versionId: string; weight: number }[]): void {
   if (split.length < SPLIT_MIN_VARIANTS || split.length > SPLIT_MAX_VARIANTS) {
-    throw new AppError('VALIDATION_ERROR', `a split has ${SPLIT_MIN_VARIANTS} to ${SPLIT_MAX_VARIANTS} versions`, [
-      { path: '/body/split', message: `has ${split.length} entries` },
-    ])
+    throw new AppError(
+      'VALIDATION_ERROR',
+      `a split has ${SPLIT_MIN_VARIANTS} to ${SPLIT_MAX_VARIANTS} versions`,
+      [{ path: '/body/split', message: `has ${split.length} entries` }],
+    )
   }
   const ids = new Set(split.map((v) => v.versionId))
   if (ids.size !== split.length) {
@@ -43,9 +45,11 @@ export function checkSplitWeights(split: { versionId: string; weight: number }[]
   }
   const sum = split.reduce((total, v) => total + v.weight, 0)
   if (split.some((v) => !Number.isInteger(v.weight) || v.weight < 1) || sum !== 100) {
-    throw new AppError('VALIDATION_ERROR', `the weights of a split are whole percentages summing to 100 (got ${sum})`, [
-      { path: '/body/split', message: `weights sum to ${sum}` },
-    ])
+    throw new AppError(
+      'VALIDATION_ERROR',
+      `the weights of a split are whole percentages summing to 100 (got ${sum})`,
+      [{ path: '/body/split', message: `weights sum to ${sum}` }],
+    )
   }
 }
 
@@ -55,7 +59,11 @@ export const PROMOTE_PROTECTED_SCOPE = 'environments:promote-protected'
  * Whether the caller may promote to `env` (DESIGN section 15): an environment the organization
  * protects takes an OWNER/ADMIN user or an API key with environments:promote-protected.
  */
-export function checkMayPromote(caller: CallerContext, env: EnvironmentName, protectedEnvs: readonly string[]): void {
+export function checkMayPromote(
+  caller: CallerContext,
+  env: EnvironmentName,
+  protectedEnvs: readonly string[],
+): void {
   if (!protectedEnvs.includes(env)) return
   if (caller.kind === 'user' && (caller.role === 'OWNER' || caller.role === 'ADMIN')) return
   if (caller.kind === 'apiKey' && caller.scopes.includes(PROMOTE_PROTECTED_SCOPE)) return

@@ -1,4 +1,12 @@
-import { AppError, DraftPrompt, EnvironmentName, IdParams, ObjectId, ResolvedPrompt, SlugParams } from '@pm/contracts'
+import {
+  AppError,
+  DraftPrompt,
+  EnvironmentName,
+  IdParams,
+  ObjectId,
+  ResolvedPrompt,
+  SlugParams,
+} from '@pm/contracts'
 import { requireOrganization, type Service } from '@pm/kit'
 import { Type } from '@sinclair/typebox'
 import type { PromptsDeps } from '../deps.ts'

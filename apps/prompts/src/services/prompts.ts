@@ -477,7 +477,11 @@ export class PromptsService {
     const actor = caller.kind === 'apiKey' ? caller.apiKeyId : caller.userId
     if (!actor) throw new AppError('AUTH_REQUIRED', 'credentials are required')
     const prompt = await this.get(organizationId, id)
-    checkMayPromote(caller, env, await this.orgSettings.protectedEnvironments(organizationId, caller.requestId))
+    checkMayPromote(
+      caller,
+      env,
+      await this.orgSettings.protectedEnvironments(organizationId, caller.requestId),
+    )
     const published = async (pick: { versionId: string } | { version: number }): Promise<VersionRecord> => {
       const version =
         'versionId' in pick

@@ -492,8 +492,12 @@ export class SqlitePromptStore implements PromptStore {
       )
       .all(promptId, env, page.limit, (page.page - 1) * page.limit) as Row[]
     const total = Number(
-      queryOne(this.db, 'SELECT COUNT(*) AS n FROM env_history WHERE prompt_id = ? AND environment = ?', promptId, env)
-        ?.n ?? 0,
+      queryOne(
+        this.db,
+        'SELECT COUNT(*) AS n FROM env_history WHERE prompt_id = ? AND environment = ?',
+        promptId,
+        env,
+      )?.n ?? 0,
     )
     return {
       entries: rows.map((r) => ({

@@ -26,13 +26,18 @@ describe('split: the sticky pick of a variant', () => {
     expect(first.size).toBe(1000)
     const shares = served.map((n) => (n / 10_000) * 100)
     for (const [i, share] of shares.entries()) {
-      expect(Math.abs(share - (split.variants[i]?.weight ?? 0)), `variant ${i}: ${share}%`).toBeLessThanOrEqual(3)
+      expect(
+        Math.abs(share - (split.variants[i]?.weight ?? 0)),
+        `variant ${i}: ${share}%`,
+      ).toBeLessThanOrEqual(3)
     }
   })
 
   it('reshuffles with a new split id, and picks at random without a subject', () => {
     const moved = Array.from({ length: 200 }, (_, i) => `s${i}`).filter(
-      (s) => pickVariant(split, 'p', 'production', s) !== pickVariant({ ...split, id: 'other' }, 'p', 'production', s),
+      (s) =>
+        pickVariant(split, 'p', 'production', s) !==
+        pickVariant({ ...split, id: 'other' }, 'p', 'production', s),
     )
     expect(moved.length).toBeGreaterThan(0)
     expect(pickVariant(split, 'p', 'production', undefined, () => 0)).toBe(0)

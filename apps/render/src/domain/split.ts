@@ -33,8 +33,6 @@ export function pickVariant(
   random: () => number = Math.random,
 ): number {
   const bucket =
-    subject === undefined
-      ? Math.floor(random() * BUCKETS)
-      : subjectBucket(promptId, env, subject, split.id)
+    subject === undefined ? Math.floor(random() * BUCKETS) : subjectBucket(promptId, env, subject, split.id)
   return variantOfBucket(split, bucket)
 }

@@ -153,7 +153,12 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
         publicOnly: false,
         ...(subject !== undefined ? { subject } : {}),
       })
-      return served(invokeResult(s.snapshot, body.variables ?? {}, reply, maxOutputBytes), s, reply, countVariant)
+      return served(
+        invokeResult(s.snapshot, body.variables ?? {}, reply, maxOutputBytes),
+        s,
+        reply,
+        countVariant,
+      )
     },
     { preValidation: noBodyAsObject },
   )
@@ -172,7 +177,12 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
         ...selector(request.query, body),
         ...(subject !== undefined ? { subject } : {}),
       })
-      return served(invokeResult(s.snapshot, body.variables ?? {}, reply, maxOutputBytes), s, reply, countVariant)
+      return served(
+        invokeResult(s.snapshot, body.variables ?? {}, reply, maxOutputBytes),
+        s,
+        reply,
+        countVariant,
+      )
     },
     { preValidation: noBodyAsObject },
   )

@@ -292,13 +292,19 @@ export class Resolver {
       this.remember(Resolver.key(request), resolved.promptId, Resolver.pointer(resolved))
     }
     if (resolved.split) {
-      return this.serveSplit({ ...rest, promptId: resolved.promptId, publicOnly: false }, resolved.split, snapshot)
+      return this.serveSplit(
+        { ...rest, promptId: resolved.promptId, publicOnly: false },
+        resolved.split,
+        snapshot,
+      )
     }
     return { snapshot }
   }
 
   private static pointer(resolved: ResolvedPrompt): Pointer {
-    return resolved.split ? { versionId: resolved.versionId, split: resolved.split } : { versionId: resolved.versionId }
+    return resolved.split
+      ? { versionId: resolved.versionId, split: resolved.split }
+      : { versionId: resolved.versionId }
   }
 
   private fly(key: string, r: ResolveRequest): Promise<Looked> {

@@ -65,13 +65,17 @@ export class SplitCounter {
           method: 'POST',
           path: '/internal/splits/counts',
           headers: {
-            [CONTEXT_HEADER]: signContext({ kind: 'service', scopes: [], requestId: 'split-counts' }, this.secret),
+            [CONTEXT_HEADER]: signContext(
+              { kind: 'service', scopes: [], requestId: 'split-counts' },
+              this.secret,
+            ),
             'content-type': 'application/json',
           },
           body: JSON.stringify({ counts: counts.slice(i, i + 500) }),
           timeoutMs: 5_000,
         })
-        if (res.statusCode !== 204 && res.statusCode !== 200) throw new Error(`prompts answered ${res.statusCode}`)
+        if (res.statusCode !== 204 && res.statusCode !== 200)
+          throw new Error(`prompts answered ${res.statusCode}`)
       }
     } catch (err) {
       this.log.warn({ err }, 'split counts not sent; retrying with the next flush')
