@@ -150,14 +150,14 @@ export class MongoIdentityStore implements IdentityStore {
   ): Promise<OrganizationRecord | null> {
     const $set: Partial<OrganizationRecord> = { updatedAt: at }
     if (change.name !== undefined) $set.name = change.name
-    if (change.protectedEnvironments !== undefined) $set.protectedEnvironments = change.protectedEnvironments
-    const org = await this.orgs.findOneAndUpdate(
+    // None protected is stored as no field (as organizations written before the setting are).
+    const none = change.protectedEnvironments !== undefined && change.protectedEnvironments.length === 0
+    if (change.protectedEnvironments !== undefined && !none) $set.protectedEnvironments = change.protectedEnvironments
+    return this.orgs.findOneAndUpdate(
       { _id: id },
-      { $set },
+      none ? { $set, $unset: { protectedEnvironments: '' } } : { $set },
       { returnDocument: 'after', projection: ORG_PROJECTION },
     )
-    // Organizations written before protected environments have none.
-    return org ? { ...org, protectedEnvironments: org.protectedEnvironments ?? [] } : null
   }
 
   async findUsersByIds(ids: string[]): Promise<UserRecord[]> {

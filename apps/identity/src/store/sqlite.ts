@@ -87,9 +87,14 @@ function toOrg(r: Row): OrganizationRecord {
     _id: str(r.id),
     name: str(r.name),
     slug: str(r.slug),
-    protectedEnvironments: r.protected_environments
-      ? (JSON.parse(str(r.protected_environments)) as OrganizationRecord['protectedEnvironments'])
-      : [],
+    // None protected reads as no field (as MongoDB keeps it).
+    ...(r.protected_environments && r.protected_environments !== '[]'
+      ? {
+          protectedEnvironments: JSON.parse(
+            str(r.protected_environments),
+          ) as OrganizationRecord['protectedEnvironments'],
+        }
+      : {}),
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
   }
