@@ -14,6 +14,7 @@ import { Importer } from './services/importer.ts'
 import { IdentityOrgSettings, type OrgSettings } from './services/orgSettings.ts'
 import { OutboxRelay } from './services/outbox.ts'
 import { PromptsService } from './services/prompts.ts'
+import { auditRoutes } from './routes/audit.ts'
 import { environmentRoutes } from './routes/environments.ts'
 import { forkRoutes } from './routes/fork.ts'
 import { importRoutes } from './routes/import.ts'
@@ -84,6 +85,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     pollMs: config.OUTBOX_POLL_MS,
     delayMs: config.OUTBOX_RELAY_DELAY_MS,
     retainMs: config.OUTBOX_RETAIN_MS,
+    auditRetainMs: config.AUDIT_RETENTION_DAYS * 24 * 60 * 60 * 1000,
     ...(metrics ? { onSent: () => metrics.outboxSent.inc() } : {}),
   })
   const orgSettings =
@@ -104,6 +106,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   publicRoutes(app, deps)
   importRoutes(app, deps)
   internalRoutes(app, deps)
+  auditRoutes(app, deps)
 
   app.addHook('onReady', async () => {
     relay.start()

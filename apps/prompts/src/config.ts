@@ -18,6 +18,8 @@ export const PromptsConfigSchema = Type.Object({
    * test raises it to kill the process between the write and the send.
    */
   OUTBOX_RELAY_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
+  /** Audit log entries are deleted after this many days (DESIGN section 15). */
+  AUDIT_RETENTION_DAYS: Type.Integer({ minimum: 1, default: 365 }),
   /** Sent events are deleted from the outbox after this long (JetStream dedupes for one hour). */
   OUTBOX_RETAIN_MS: Type.Integer({ minimum: 60 * 60 * 1000, default: 24 * 60 * 60 * 1000 }),
   /**

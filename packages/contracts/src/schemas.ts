@@ -11,6 +11,7 @@ import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
+import * as audit from './audit.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -111,5 +112,10 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.WebhookDelivery,
   webhooks.WebhookDeliveryList,
   webhooks.ListDeliveriesQuery,
+  audit.AuditActor,
+  audit.AuditEntry,
+  audit.AuditQuery,
+  audit.AuditExportQuery,
+  audit.AuditList,
   ...API_SCHEMAS,
 ]

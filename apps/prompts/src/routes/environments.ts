@@ -2,6 +2,7 @@ import { API_ROUTES } from '@pm/contracts'
 import { requireOrganization, route, type Service } from '@pm/kit'
 import type { PromptsDeps } from '../deps.ts'
 import { promoteTarget } from '../domain/release.ts'
+import { auditContextOf } from './common.ts'
 
 export function environmentRoutes(app: Service, { service }: PromptsDeps): void {
   route(app, API_ROUTES.getEnvironments, async (request) =>
@@ -24,6 +25,7 @@ export function environmentRoutes(app: Service, { service }: PromptsDeps): void 
       request.params.id,
       request.params.env,
       promoteTarget(request.body),
+      auditContextOf(request),
     ),
   )
 }

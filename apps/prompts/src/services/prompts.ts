@@ -1,5 +1,6 @@
 import {
   AppError,
+  type AuditEntry,
   type Author,
   type CallerContext,
   type CreatePromptRequest,
@@ -26,11 +27,13 @@ import type { EventBus } from '@pm/bus'
 import { buildContent, checkConfig, checkTypeUnchanged, contentFields } from '../domain/content.ts'
 import { diffVersions, type DiffSide, type VersionDiff } from '../domain/diff.ts'
 import { environmentPromoted, promptDeleted, visibilityChanged } from '../domain/events.ts'
+import { type AuditContext, auditRow } from '../domain/audit.ts'
 import { checkMayPromote, type PromoteTarget } from '../domain/release.ts'
 import { slugify, uniqueSlug } from '../domain/slug.ts'
 import { type OrgSettings, StaticOrgSettings } from './orgSettings.ts'
 import {
   DuplicateSlugError,
+  type AuditFilter,
   type EnvHistoryRecord,
   type SplitCount,
   type OutboxRecord,
@@ -187,8 +190,22 @@ export class PromptsService {
     input: CreatePromptRequest,
     knownTaken?: Set<string>,
     /** How the record is stored (the CSV import writes it with its batch's progress). */
-    write: (r: PromptRecord) => Promise<void> = (r) => this.store.createPrompt(r),
+    write?: (r: PromptRecord) => Promise<void>,
+    audit?: AuditContext,
   ): Promise<PromptRecord> {
+    const store =
+      write ??
+      ((r: PromptRecord) =>
+        this.store.createPrompt(
+          r,
+          auditRow(
+            audit,
+            organizationId,
+            'prompt.created',
+            { type: 'prompt', id: r._id },
+            `${r.name} (${r.slug})`,
+          ),
+        ))
     const type = input.type ?? 'text'
     const content = buildContent(type, input, input.variables ?? [])
     const now = new Date().toISOString()
@@ -212,7 +229,9 @@ export class PromptsService {
       createdAt: now,
       updatedAt: now,
     }
-    return this.insertWithUniqueSlug(record, write, knownTaken, input.slug)
+    const created = await this.insertWithUniqueSlug(record, store, knownTaken, input.slug)
+    if (audit) this.onOutboxWritten()
+    return created
   }
 
   /** One page of a workspace's prompts, with the workspace's counts. */
@@ -269,6 +288,7 @@ export class PromptsService {
     organizationId: string,
     id: string,
     body: UpdatePromptRequest,
+    audit?: AuditContext,
   ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
     const current = await this.get(organizationId, id)
     checkTypeUnchanged(current.type, body.type)
@@ -298,17 +318,30 @@ export class PromptsService {
     }
     let updated: PromptRecord | null
     try {
-      updated = await this.store.updatePrompt(
-        organizationId,
-        current._id,
-        patch,
-        patch.isPublic !== undefined ? visibilityChanged : undefined,
-      )
+      const events =
+        patch.isPublic !== undefined || audit
+          ? (before: PromptRecord, after: PromptRecord) => {
+              const visibility = visibilityChanged(before, after)
+              const action = visibility.length > 0 ? 'prompt.visibility.changed' : 'prompt.updated'
+              const summary =
+                visibility.length > 0
+                  ? `made ${after.slug} ${after.isPublic ? 'public' : 'private'}`
+                  : `updated ${Object.keys(body)
+                      .filter((k) => k !== 'organizationId')
+                      .join(', ')} of ${after.slug}`
+              return [
+                ...visibility,
+                ...auditRow(audit, organizationId, action, { type: 'prompt', id }, summary),
+              ]
+            }
+          : undefined
+      updated = await this.store.updatePrompt(organizationId, current._id, patch, events)
     } catch (err) {
       if (err instanceof DuplicateSlugError && patch.slug !== undefined) throw slugTaken(patch.slug)
       throw err
     }
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (audit) this.onOutboxWritten()
     if (patch.isPublic !== undefined && patch.isPublic !== current.isPublic) {
       this.onOutboxWritten()
       this.changed(updated, 'visibility')
@@ -318,9 +351,12 @@ export class PromptsService {
     return { prompt: updated, ...(staleVariables ? { staleVariables } : {}) }
   }
 
-  async delete(organizationId: string, id: string): Promise<void> {
+  async delete(organizationId: string, id: string, audit?: AuditContext): Promise<void> {
     const at = new Date().toISOString()
-    const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => promptDeleted(prompt, at))
+    const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => [
+      promptDeleted(prompt, at),
+      ...auditRow(audit, organizationId, 'prompt.deleted', { type: 'prompt', id }, `deleted ${prompt.slug}`),
+    ])
     if (!deleted) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed({ _id: id, organizationId }, 'deleted')
@@ -331,6 +367,7 @@ export class PromptsService {
     id: string,
     name: string,
     body: UpdateVariableRequest,
+    audit?: AuditContext,
   ): Promise<PromptRecord> {
     const current = await this.get(organizationId, id)
     const index = current.variables.findIndex((v) => v.name === name)
@@ -343,11 +380,23 @@ export class PromptsService {
     if (body.defaultValue === null) delete next.defaultValue
     else if (body.defaultValue !== undefined) next.defaultValue = body.defaultValue
     const variables = current.variables.map((v, i) => (i === index ? next : v))
-    const updated = await this.store.updatePrompt(organizationId, id, {
-      variables,
-      updatedAt: new Date().toISOString(),
-    })
+    const updated = await this.store.updatePrompt(
+      organizationId,
+      id,
+      { variables, updatedAt: new Date().toISOString() },
+      audit
+        ? (_before, after) =>
+            auditRow(
+              audit,
+              organizationId,
+              'prompt.updated',
+              { type: 'prompt', id },
+              `updated variable ${name} of ${after.slug}`,
+            )
+        : undefined,
+    )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (audit) this.onOutboxWritten()
     return updated
   }
 
@@ -357,10 +406,19 @@ export class PromptsService {
     promptId: string,
     author: Author,
     changeLog: string,
+    audit?: AuditContext,
   ): Promise<VersionRecord> {
-    const version = await this.store.publish(organizationId, promptId, (prompt, next) =>
-      buildPublished(prompt, next, author, changeLog),
-    )
+    const version = await this.store.publish(organizationId, promptId, (prompt, next) => {
+      const built = buildPublished(prompt, next, author, changeLog)
+      const extra = auditRow(
+        audit,
+        organizationId,
+        'prompt.published',
+        { type: 'prompt', id: promptId },
+        `published ${prompt.slug} v${next}${changeLog ? `: ${changeLog}` : ''}`,
+      )
+      return { ...built, extra }
+    })
     if (!version) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed({ _id: promptId, organizationId }, 'published')
@@ -368,14 +426,23 @@ export class PromptsService {
   }
 
   /** DELETE publish: the prompt leaves the public catalog; versions and pins are kept. */
-  async unpublish(organizationId: string, id: string): Promise<PromptRecord> {
+  async unpublish(organizationId: string, id: string, audit?: AuditContext): Promise<PromptRecord> {
     const current = await this.get(organizationId, id)
     if (!current.isPublic) return current
     const updated = await this.store.updatePrompt(
       organizationId,
       id,
       { isPublic: false, updatedAt: new Date().toISOString() },
-      visibilityChanged,
+      (before, after) => {
+        const visibility = visibilityChanged(before, after)
+        // A concurrent unpublish already made it private: nothing changed, nothing to record.
+        if (visibility.length === 0) return []
+        const summary = `removed ${after.slug} from the public catalog`
+        return [
+          ...visibility,
+          ...auditRow(audit, organizationId, 'prompt.visibility.changed', { type: 'prompt', id }, summary),
+        ]
+      },
     )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
@@ -393,17 +460,37 @@ export class PromptsService {
    * Copies a version's content (template, or a chat prompt's messages), variables and config
    * onto the draft; history and currentVersionId stay. A version without config clears it.
    */
-  async restore(organizationId: string, id: string, versionId: string): Promise<PromptRecord> {
+  async restore(
+    organizationId: string,
+    id: string,
+    versionId: string,
+    audit?: AuditContext,
+  ): Promise<PromptRecord> {
     const prompt = await this.get(organizationId, id)
     const version = await this.version(prompt, versionId)
-    const updated = await this.store.updatePrompt(organizationId, id, {
-      template: version.template,
-      ...(version.type === 'chat' && version.messages ? { messages: version.messages } : {}),
-      variables: version.variables,
-      config: version.config ?? null,
-      updatedAt: new Date().toISOString(),
-    })
+    const updated = await this.store.updatePrompt(
+      organizationId,
+      id,
+      {
+        template: version.template,
+        ...(version.type === 'chat' && version.messages ? { messages: version.messages } : {}),
+        variables: version.variables,
+        config: version.config ?? null,
+        updatedAt: new Date().toISOString(),
+      },
+      audit
+        ? (_before, after) =>
+            auditRow(
+              audit,
+              organizationId,
+              'prompt.restored',
+              { type: 'prompt', id },
+              `restored the draft of ${after.slug} from v${version.version}`,
+            )
+        : undefined,
+    )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (audit) this.onOutboxWritten()
     return updated
   }
 
@@ -433,6 +520,11 @@ export class PromptsService {
       }
     }
     return { preview: withCounts(preview), production: withCounts(production) }
+  }
+
+  /** A workspace's audit entries, newest first (DESIGN section 15). */
+  listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
+    return this.store.listAudit(filter, page)
   }
 
   /** Render's invocations per split variant, added to the counts. */
@@ -473,6 +565,7 @@ export class PromptsService {
     id: string,
     env: EnvironmentName,
     target: PromoteTarget,
+    audit?: AuditContext,
   ): Promise<Pin> {
     const actor = caller.kind === 'apiKey' ? caller.apiKeyId : caller.userId
     if (!actor) throw new AppError('AUTH_REQUIRED', 'credentials are required')
@@ -535,7 +628,18 @@ export class PromptsService {
       env,
       pin,
       promotedAt,
-      (after) => environmentPromoted(after, env, pin),
+      (after) => [
+        environmentPromoted(after, env, pin),
+        ...auditRow(
+          audit,
+          organizationId,
+          'environment.promoted',
+          { type: 'prompt', id },
+          pin.split
+            ? `split ${env} of ${after.slug}: ${pin.split.variants.map((v) => `v${v.version} ${v.weight}%`).join(', ')}`
+            : `promoted ${after.slug} v${pin.version} to ${env}`,
+        ),
+      ],
       history,
     )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
@@ -555,6 +659,7 @@ export class PromptsService {
     targetOrganizationId: string,
     name: string,
     author: Author,
+    audit?: AuditContext,
   ): Promise<{ prompt: PromptRecord; version: VersionRecord }> {
     if (version.status !== 'PUBLISHED') {
       throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be forked')
@@ -593,7 +698,16 @@ export class PromptsService {
       await this.store.createWithVersion(
         { ...candidate, currentVersionId: built.version._id },
         built.version,
-        built.outbox,
+        [
+          built.outbox,
+          ...auditRow(
+            audit,
+            targetOrganizationId,
+            'prompt.forked',
+            { type: 'prompt', id: candidate._id },
+            `forked ${source.slug} v${version.version} as ${candidate.slug}`,
+          ),
+        ],
       )
     })
     if (!first) throw new Error('fork: no version written')

@@ -1,4 +1,4 @@
-import type { EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
 import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit'
 import {
   Binary,
@@ -18,6 +18,7 @@ import {
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type AuditFilter,
   type EnvHistoryRecord,
   type ImportStep,
   type SplitCount,
@@ -87,6 +88,14 @@ function toBatch(doc: WithId<ImportBatchRecord>): ImportBatchRecord {
  * writes (publish, fork) run in a transaction, which needs a replica set (docker-compose
  * runs a single-node one). Indexes are created by `init()` at start-up.
  */
+/** An audit entry as stored: its id is the document's `_id`. */
+type AuditDoc = Omit<AuditEntry, 'id'> & { _id: string }
+
+function auditDoc(e: AuditEntry): Omit<AuditDoc, '_id'> {
+  const { id: _id, ...rest } = e
+  return rest
+}
+
 /** Invocations of one split variant; `_id` is `splitId:variant`. */
 interface SplitCountDoc {
   _id: string
@@ -104,6 +113,7 @@ export class MongoPromptStore implements PromptStore {
   private readonly batches: Collection<ImportBatchRecord>
   private readonly files: Collection<ImportFileDoc>
   private readonly envHistory: Collection<EnvHistoryRecord>
+  private readonly audit: Collection<AuditDoc>
   private readonly splitCountsColl: Collection<SplitCountDoc>
   private readonly ownsClient: boolean
 
@@ -117,6 +127,7 @@ export class MongoPromptStore implements PromptStore {
     this.batches = this.db.collection('import_batches')
     this.files = this.db.collection('import_files')
     this.envHistory = this.db.collection('env_history')
+    this.audit = this.db.collection('audit_log')
     this.splitCountsColl = this.db.collection('split_counts')
   }
 
@@ -144,6 +155,8 @@ export class MongoPromptStore implements PromptStore {
       this.ensureCollection('import_files'),
       this.envHistory.createIndex({ promptId: 1, environment: 1, promotedAt: -1, _id: -1 }),
       this.ensureCollection('env_history'),
+      this.audit.createIndex({ organizationId: 1, at: -1, _id: -1 }),
+      this.audit.createIndex({ at: 1 }),
       this.splitCountsColl.createIndex({ splitId: 1 }),
     ])
     // Their narrower predecessors.
@@ -170,8 +183,55 @@ export class MongoPromptStore implements PromptStore {
     }
   }
 
-  async createPrompt(prompt: PromptRecord): Promise<void> {
-    await unique(DuplicateSlugError, () => this.prompts.insertOne({ ...prompt }))
+  async createPrompt(prompt: PromptRecord, outbox: OutboxRecord[] = []): Promise<void> {
+    if (outbox.length === 0) {
+      await unique(DuplicateSlugError, () => this.prompts.insertOne({ ...prompt }))
+      return
+    }
+    await unique(DuplicateSlugError, () =>
+      this.inTransaction(async (session) => {
+        await this.prompts.insertOne({ ...prompt }, { session })
+        await this.outbox.insertMany(
+          outbox.map((o) => ({ ...o })),
+          { session },
+        )
+      }),
+    )
+  }
+
+  async recordAudit(row: OutboxRecord, at: string): Promise<void> {
+    const entry = row.payload as AuditEntry
+    // Idempotent by entry id: a relay that stopped after this and before marking the row sent
+    // copies it again, which changes nothing.
+    await this.audit.updateOne({ _id: entry.id }, { $setOnInsert: auditDoc(entry) }, { upsert: true })
+    await this.outbox.updateOne({ _id: row._id }, { $set: { sentAt: at } })
+  }
+
+  async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
+    const query: Filter<AuditDoc> = { organizationId: filter.organizationId }
+    if (filter.actor !== undefined) query['actor.id'] = filter.actor
+    if (filter.action !== undefined) query.action = filter.action
+    if (filter.resourceId !== undefined) query['resource.id'] = filter.resourceId
+    if (filter.from !== undefined || filter.to !== undefined) {
+      query.at = {
+        ...(filter.from !== undefined ? { $gte: filter.from } : {}),
+        ...(filter.to !== undefined ? { $lte: filter.to } : {}),
+      }
+    }
+    const [docs, total] = await Promise.all([
+      this.audit
+        .find(query)
+        .sort({ at: -1, _id: -1 })
+        .skip((page.page - 1) * page.limit)
+        .limit(page.limit)
+        .toArray(),
+      this.audit.countDocuments(query),
+    ])
+    return { entries: docs.map(({ _id, ...rest }) => ({ id: _id, ...rest })), total }
+  }
+
+  async pruneAudit(before: string): Promise<number> {
+    return (await this.audit.deleteMany({ at: { $lt: before } })).deletedCount
   }
 
   async getPrompt(organizationId: string, id: string): Promise<PromptRecord | null> {
@@ -308,7 +368,11 @@ export class MongoPromptStore implements PromptStore {
       await this.versions.deleteMany({ promptId: id }, { session })
       await this.envHistory.deleteMany({ promptId: id }, { session })
       const prompt = withType(deleted)
-      if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      if (event)
+        await this.outbox.insertMany(
+          [event(prompt)].flat().map((o) => ({ ...o })),
+          { session },
+        )
       return prompt
     })
   }
@@ -332,7 +396,11 @@ export class MongoPromptStore implements PromptStore {
       )
       if (!after) return null
       const prompt = withType(after)
-      if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      if (event)
+        await this.outbox.insertMany(
+          [event(prompt)].flat().map((o) => ({ ...o })),
+          { session },
+        )
       if (history) await this.envHistory.insertOne({ ...history }, { session })
       return prompt
     })
@@ -399,7 +467,7 @@ export class MongoPromptStore implements PromptStore {
             return
           }
           const prompt = withType(found)
-          const { version, outbox } = build(prompt, prompt.versionCount + 1)
+          const { version, outbox, extra } = build(prompt, prompt.versionCount + 1)
           await this.versions.insertOne({ ...version }, { session })
           const moved = await this.prompts.updateOne(
             { _id: promptId, versionCount: prompt.versionCount },
@@ -414,6 +482,11 @@ export class MongoPromptStore implements PromptStore {
           )
           if (moved.modifiedCount !== 1) throw new CounterMoved()
           await this.outbox.insertOne({ ...outbox }, { session })
+          if (extra?.length)
+            await this.outbox.insertMany(
+              extra.map((o) => ({ ...o })),
+              { session },
+            )
           created = version
         })
         return created
@@ -426,12 +499,19 @@ export class MongoPromptStore implements PromptStore {
     throw new Error('publish: too much contention')
   }
 
-  async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
+  async createWithVersion(
+    prompt: PromptRecord,
+    version: VersionRecord,
+    outbox: OutboxRecord | OutboxRecord[],
+  ): Promise<void> {
     await unique(DuplicateSlugError, () =>
       this.inTransaction(async (session) => {
         await this.prompts.insertOne({ ...prompt }, { session })
         await this.versions.insertOne({ ...version }, { session })
-        await this.outbox.insertOne({ ...outbox }, { session })
+        await this.outbox.insertMany(
+          [outbox].flat().map((o) => ({ ...o })),
+          { session },
+        )
       }),
     )
   }

@@ -11,12 +11,13 @@ import {
   textOrNull,
   transaction,
 } from '@pm/kit'
-import type { EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
 import {
   type ChangeEvents,
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type AuditFilter,
   type EnvHistoryRecord,
   type ImportStep,
   type SplitCount,
@@ -97,6 +98,13 @@ const MIGRATIONS: string[][] = [
     'CREATE INDEX env_history_prompt ON env_history(prompt_id, environment, promoted_at DESC, id DESC)',
     `CREATE TABLE split_counts (
       split_id TEXT NOT NULL, variant INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (split_id, variant))`,
+    // The audit log: entries copied from the outbox by the relay (written there with their change).
+    `CREATE TABLE audit_log (
+      id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, at TEXT NOT NULL, actor_type TEXT NOT NULL,
+      actor_id TEXT NOT NULL, actor_name TEXT NOT NULL, action TEXT NOT NULL, resource_type TEXT NOT NULL,
+      resource_id TEXT NOT NULL, request_id TEXT NOT NULL, ip TEXT NOT NULL, summary TEXT NOT NULL)`,
+    'CREATE INDEX audit_log_org ON audit_log(organization_id, at DESC, id DESC)',
+    'CREATE INDEX audit_log_at ON audit_log(at)',
   ],
 ]
 
@@ -284,8 +292,93 @@ export class SqlitePromptStore implements PromptStore {
       )
   }
 
-  async createPrompt(p: PromptRecord): Promise<void> {
-    await unique(DuplicateSlugError, () => this.insertPrompt(p))
+  async createPrompt(p: PromptRecord, outbox: OutboxRecord[] = []): Promise<void> {
+    await unique(DuplicateSlugError, () =>
+      transaction(this.db, () => {
+        this.insertPrompt(p)
+        for (const o of outbox) this.insertOutbox(o)
+      }),
+    )
+  }
+
+  async recordAudit(row: OutboxRecord, at: string): Promise<void> {
+    const e = row.payload as AuditEntry
+    transaction(this.db, () => {
+      this.db
+        .prepare(
+          `INSERT INTO audit_log (id, organization_id, at, actor_type, actor_id, actor_name, action, resource_type,
+           resource_id, request_id, ip, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+        )
+        .run(
+          e.id,
+          e.organizationId,
+          e.at,
+          e.actor.type,
+          e.actor.id,
+          e.actor.name,
+          e.action,
+          e.resource.type,
+          e.resource.id,
+          e.requestId,
+          e.ip,
+          e.summary,
+        )
+      this.db.prepare('UPDATE outbox SET sent_at = ? WHERE id = ?').run(at, row._id)
+    })
+  }
+
+  async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
+    const where = ['organization_id = ?']
+    const params: SQLInputValue[] = [filter.organizationId]
+    if (filter.actor !== undefined) {
+      where.push('actor_id = ?')
+      params.push(filter.actor)
+    }
+    if (filter.action !== undefined) {
+      where.push('action = ?')
+      params.push(filter.action)
+    }
+    if (filter.resourceId !== undefined) {
+      where.push('resource_id = ?')
+      params.push(filter.resourceId)
+    }
+    if (filter.from !== undefined) {
+      where.push('at >= ?')
+      params.push(filter.from)
+    }
+    if (filter.to !== undefined) {
+      where.push('at <= ?')
+      params.push(filter.to)
+    }
+    const clause = where.join(' AND ')
+    const rows = this.db
+      .prepare(`SELECT * FROM audit_log WHERE ${clause} ORDER BY at DESC, id DESC LIMIT ? OFFSET ?`)
+      .all(...params, page.limit, (page.page - 1) * page.limit) as Row[]
+    const total = Number(
+      queryOne(this.db, `SELECT COUNT(*) AS n FROM audit_log WHERE ${clause}`, ...params)?.n ?? 0,
+    )
+    return {
+      entries: rows.map((r) => ({
+        id: s(r.id),
+        at: s(r.at),
+        organizationId: s(r.organization_id),
+        actor: {
+          type: r.actor_type === 'apiKey' ? 'apiKey' : 'user',
+          id: s(r.actor_id),
+          name: s(r.actor_name),
+        },
+        action: s(r.action),
+        resource: { type: s(r.resource_type), id: s(r.resource_id) },
+        requestId: s(r.request_id),
+        ip: s(r.ip),
+        summary: s(r.summary),
+      })),
+      total,
+    }
+  }
+
+  async pruneAudit(before: string): Promise<number> {
+    return Number(this.db.prepare('DELETE FROM audit_log WHERE at < ?').run(before).changes)
   }
 
   /** The row of `table` whose columns match `where`, read by `map`; null when there is none. */
@@ -432,7 +525,7 @@ export class SqlitePromptStore implements PromptStore {
       this.db.prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?').run(id, organizationId)
       this.db.prepare('DELETE FROM versions WHERE prompt_id = ?').run(id)
       this.db.prepare('DELETE FROM env_history WHERE prompt_id = ?').run(id)
-      if (event) this.insertOutbox(event(deleted))
+      if (event) for (const o of [event(deleted)].flat()) this.insertOutbox(o)
       return deleted
     })
   }
@@ -456,7 +549,7 @@ export class SqlitePromptStore implements PromptStore {
         .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
       if (result.changes === 0) return null
       const after = this.findPrompt(organizationId, id)
-      if (after && event) this.insertOutbox(event(after))
+      if (after && event) for (const o of [event(after)].flat()) this.insertOutbox(o)
       if (after && history) {
         this.db
           .prepare(
@@ -552,22 +645,27 @@ export class SqlitePromptStore implements PromptStore {
     return transaction(this.db, () => {
       const prompt = this.findPrompt(organizationId, promptId)
       if (!prompt) return null
-      const { version, outbox } = build(prompt, prompt.versionCount + 1)
+      const { version, outbox, extra } = build(prompt, prompt.versionCount + 1)
       this.insertVersion(version)
       this.db
         .prepare('UPDATE prompts SET version_count = ?, current_version_id = ?, updated_at = ? WHERE id = ?')
         .run(version.version, version._id, version.publishedAt, promptId)
       this.insertOutbox(outbox)
+      for (const o of extra ?? []) this.insertOutbox(o)
       return version
     })
   }
 
-  async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
+  async createWithVersion(
+    prompt: PromptRecord,
+    version: VersionRecord,
+    outbox: OutboxRecord | OutboxRecord[],
+  ): Promise<void> {
     await unique(DuplicateSlugError, () =>
       transaction(this.db, () => {
         this.insertPrompt(prompt)
         this.insertVersion(version)
-        this.insertOutbox(outbox)
+        for (const o of [outbox].flat()) this.insertOutbox(o)
       }),
     )
   }

@@ -1,4 +1,5 @@
 import type {
+  AuditEntry,
   Author,
   ChatMessage,
   EnvironmentName,
@@ -142,6 +143,16 @@ export class DuplicateImportError extends Error {
   }
 }
 
+/** Which audit entries of a workspace (DESIGN section 15). */
+export interface AuditFilter {
+  organizationId: string
+  actor?: string
+  action?: string
+  resourceId?: string
+  from?: string
+  to?: string
+}
+
 export interface PromptFilter {
   organizationId: string
   search?: string
@@ -183,7 +194,7 @@ export type ChangeEvents = (before: PromptRecord, after: PromptRecord) => Outbox
 export type VersionBuilder = (
   prompt: PromptRecord,
   nextVersion: number,
-) => { version: VersionRecord; outbox: OutboxRecord }
+) => { version: VersionRecord; outbox: OutboxRecord; extra?: OutboxRecord[] }
 
 export class DuplicateSlugError extends Error {
   constructor() {
@@ -213,7 +224,8 @@ export function uniqueWrites(isDuplicate: (err: unknown) => boolean) {
  * or not at all, and two concurrent publishes get consecutive numbers.
  */
 export interface PromptStore {
-  createPrompt(prompt: PromptRecord): Promise<void>
+  /** With `outbox`, those rows are written in the same transaction (audit entries). */
+  createPrompt(prompt: PromptRecord, outbox?: OutboxRecord[]): Promise<void>
   getPrompt(organizationId: string, id: string): Promise<PromptRecord | null>
   /** Without a workspace check: for internal lookups that check visibility themselves. */
   getPromptById(id: string): Promise<PromptRecord | null>
@@ -239,7 +251,7 @@ export interface PromptStore {
   deletePrompt(
     organizationId: string,
     id: string,
-    event?: (deleted: PromptRecord) => OutboxRecord,
+    event?: (deleted: PromptRecord) => OutboxRecord | OutboxRecord[],
   ): Promise<PromptRecord | null>
   /**
    * Sets one environment's pin without touching the other (two promotes at once both land),
@@ -251,7 +263,7 @@ export interface PromptStore {
     env: EnvironmentName,
     pin: Pin,
     updatedAt: string,
-    event?: (after: PromptRecord) => OutboxRecord,
+    event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
     /** The environment's history entry, written in the same transaction. */
     history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null>
@@ -268,12 +280,23 @@ export interface PromptStore {
 
   publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null>
   /** Writes a forked prompt with its first version and event, atomically. */
-  createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void>
+  createWithVersion(
+    prompt: PromptRecord,
+    version: VersionRecord,
+    outbox: OutboxRecord | OutboxRecord[],
+  ): Promise<void>
   listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]>
   getVersion(promptId: string, versionId: string): Promise<VersionRecord | null>
   getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null>
   /** The versions with these ids (any prompt), in no particular order. */
   getVersionsByIds(ids: string[]): Promise<VersionRecord[]>
+
+  /** Copies an audit row of the outbox into the audit log (once, by entry id) and marks it sent, atomically. */
+  recordAudit(row: OutboxRecord, at: string): Promise<void>
+  /** A workspace's audit entries, newest first. */
+  listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }>
+  /** Forgets entries older than `before` (AUDIT_RETENTION_DAYS). */
+  pruneAudit(before: string): Promise<number>
 
   pendingOutbox(limit: number): Promise<OutboxRecord[]>
   markOutboxSent(id: string, at: string): Promise<void>
