@@ -208,7 +208,7 @@ describe('release safety: protected environments, history, rollback, splits', ()
   })
 
   it('serves a split stickily per subject, the same on both render replicas, counts it, and a plain promote ends it', async () => {
-    const [a, b] = versions as [{ _id: string }, { _id: string }]
+    const [a, b] = versions as unknown as [{ _id: string }, { _id: string }]
     const bad = await promote(slice.accessToken, {
       split: [
         { versionId: a._id, weight: 70 },

@@ -3,7 +3,6 @@ import { requireUser, route, type Service } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
 import type { PromptsDeps } from '../deps.ts'
 import { csvHeader, csvLine, jsonLine } from '../domain/audit.ts'
-import type { AuditFilter } from '../store/types.ts'
 
 /** Export reads the log in pages of this size, and at most this many entries. */
 const EXPORT_PAGE = 500
@@ -23,7 +22,7 @@ function requireAuditor(request: FastifyRequest, id: string): string {
 function filterOf(
   organizationId: string,
   q: { actor?: string; action?: string; resourceId?: string; from?: string; to?: string },
-): AuditFilter {
+) {
   return {
     organizationId,
     ...(q.actor !== undefined ? { actor: q.actor } : {}),
