@@ -70,6 +70,11 @@ export interface InvokeOptions {
   version?: number
   env?: EnvironmentName
   organizationId?: string
+  /**
+   * Who the request is for: with an `env` under a split (DESIGN section 15) the same subject
+   * always gets the same version. Part of the cache key.
+   */
+  subject?: string
   /** false: always ask the service (no cache read or write); fallback still applies. */
   cache?: boolean
   signal?: AbortSignal
@@ -88,6 +93,8 @@ export interface RenderedPrompt {
   renderedMessages?: InvokeResult['renderedMessages']
   /** The version's model settings, when it has them. */
   config?: InvokeResult['config']
+  /** With an environment under a split: which variant served. */
+  variant?: number
   source: CacheSource
 }
 
@@ -224,13 +231,17 @@ export class PromptClient {
   ): Promise<RenderedPrompt> {
     const org = options.organizationId ?? this.organizationId ?? ''
     const name = 'id' in ref ? ref.id : `slug:${ref.slug}`
-    const key = `${name}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${stableKey(variables)}`
+    const key = `${name}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${options.subject ?? ''}|${stableKey(variables)}`
     const input = {
       query: {
         ...(options.env ? { env: options.env } : {}),
         ...(options.organizationId ? { organizationId: options.organizationId } : {}),
       },
-      body: { variables, ...(options.version ? { version: options.version } : {}) },
+      body: {
+        variables,
+        ...(options.version ? { version: options.version } : {}),
+        ...(options.subject !== undefined ? { subject: options.subject } : {}),
+      },
       signal: options.signal,
     }
     const load = async () => {
