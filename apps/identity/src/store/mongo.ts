@@ -152,7 +152,8 @@ export class MongoIdentityStore implements IdentityStore {
     if (change.name !== undefined) $set.name = change.name
     // None protected is stored as no field (as organizations written before the setting are).
     const none = change.protectedEnvironments !== undefined && change.protectedEnvironments.length === 0
-    if (change.protectedEnvironments !== undefined && !none) $set.protectedEnvironments = change.protectedEnvironments
+    if (change.protectedEnvironments !== undefined && !none)
+      $set.protectedEnvironments = change.protectedEnvironments
     return this.orgs.findOneAndUpdate(
       { _id: id },
       none ? { $set, $unset: { protectedEnvironments: '' } } : { $set },
