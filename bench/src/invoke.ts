@@ -64,10 +64,19 @@ const { values: args } = parseArgs({
     gateways: { type: 'string' },
     /** Distributed mode: render replicas, each gateway taking them in turn (default 1). */
     renders: { type: 'string' },
+    /**
+     * What invoke names (issue 29): `current` (the current version, as before), `env` (the
+     * production pin, `?env=production`), or `split` (production under a 50/50 split of two
+     * versions, each request with the same subject, so every answer is the same bytes).
+     */
+    target: { type: 'string', default: 'current' },
   },
 })
 const mode = args.mode
 if (mode !== 'embedded' && mode !== 'distributed') throw new Error('--mode is embedded or distributed')
+const target = args.target
+if (target !== 'current' && target !== 'env' && target !== 'split')
+  throw new Error('--target is current, env or split')
 
 function usage(message: string): never {
   process.stderr.write(`bench invoke: ${message}\n`)
@@ -520,14 +529,29 @@ async function prepare(gateway: string) {
     template: TEMPLATE,
   })
   const promptId = String(prompt._id)
-  await api(gateway, 'POST', `/api/v1/prompts/${promptId}/publish`, token, {})
+  const v1 = await api(gateway, 'POST', `/api/v1/prompts/${promptId}/publish`, token, {})
+  if (target === 'env') {
+    await api(gateway, 'POST', `/api/v1/prompts/${promptId}/environments/production/promote`, token, {
+      version: 1,
+    })
+  } else if (target === 'split') {
+    const v2 = await api(gateway, 'POST', `/api/v1/prompts/${promptId}/publish`, token, {})
+    await api(gateway, 'POST', `/api/v1/prompts/${promptId}/environments/production/promote`, token, {
+      split: [
+        { versionId: String(v1._id), weight: 50 },
+        { versionId: String(v2._id), weight: 50 },
+      ],
+    })
+  }
 
-  const path = `/api/v1/prompts/${promptId}/invoke`
-  const body = JSON.stringify({ variables: VARIABLES })
+  const path = `/api/v1/prompts/${promptId}/invoke${target === 'current' ? '' : '?env=production'}`
+  const body = JSON.stringify(
+    target === 'split' ? { variables: VARIABLES, subject: 'bench-subject' } : { variables: VARIABLES },
+  )
   const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
   const first = await fetch(`${gateway}${path}`, { method: 'POST', headers, body })
   const expected = await first.text()
-  if (first.status !== 200 || first.headers.get('x-service-version') !== '1') {
+  if (first.status !== 200 || first.headers.get('x-service-version') === null) {
     throw new Error(`invoke answered ${first.status}: ${expected}`)
   }
   return { token, apiKey, promptId, path, body, headers, expected }
@@ -536,8 +560,8 @@ async function prepare(gateway: string) {
 async function main(): Promise<void> {
   log(
     scaled
-      ? `bench invoke: mode ${mode}, ${gateways} gateway(s) × ${renders} render(s), one load generator process per gateway with ${connections} connections each, ${warmup} s warm-up, ${duration} s per run`
-      : `bench invoke: mode ${mode}, ${connections} connections, ${warmup} s warm-up, ${duration} s per run`,
+      ? `bench invoke: mode ${mode}, target ${target}, ${gateways} gateway(s) × ${renders} render(s), one load generator process per gateway with ${connections} connections each, ${warmup} s warm-up, ${duration} s per run`
+      : `bench invoke: mode ${mode}, target ${target}, ${connections} connections, ${warmup} s warm-up, ${duration} s per run`,
   )
   const full = await startFull()
   const gateway = full.url

@@ -184,8 +184,11 @@ function tail(file: string, lines = 20): string {
   }
 }
 
-/** Polls `url` until it answers 200; fails early, with the log's tail, if the process exits. */
-export async function waitReady(url: string, proc: Child, timeoutMs = 30_000): Promise<void> {
+/**
+ * Polls `url` until it answers 200; fails early, with the log's tail, if the process exits.
+ * 120 s: on a loaded shared machine a process of the chain took longer than 30 s to start.
+ */
+export async function waitReady(url: string, proc: Child, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   let last = ''
   while (Date.now() < deadline) {

@@ -187,7 +187,48 @@ describe('version.published survives a crash of the prompts process', () => {
       await user('GET', `/api/v1/prompts/${prompt._id}/environments`),
     )
     expect(environments.production).toMatchObject({ versionId: version._id, promotedAt: pin.promotedAt })
-  })
+    // Three restarts of the prompts process and two relay delays: longer than the default test timeout.
+  }, 90_000)
+
+  it('loses no audit entry to a SIGKILL between the change and its copy into the audit log (issue 29)', async () => {
+    const prompt = data<Prompt>(
+      await user('POST', '/api/v1/prompts', { name: 'Crash audit', template: 'Hi {{name}}' }),
+      201,
+    )
+    await stack.processes.prompts?.kill()
+    // The entry was written with the prompt, as an outbox row not yet copied into the log.
+    const db = new DatabaseSync(join(stack.dataDir, 'prompts.db'))
+    try {
+      const pending = (
+        db.prepare("SELECT payload, sent_at FROM outbox WHERE subject = 'pm.audit.entry'").all() as {
+          payload: string
+          sent_at: string | null
+        }[]
+      ).filter((r) => (JSON.parse(r.payload) as { resource: { id: string } }).resource.id === prompt._id)
+      expect(pending.map((r) => r.sent_at)).toEqual([null])
+      expect(db.prepare('SELECT COUNT(*) AS n FROM audit_log WHERE resource_id = ?').get(prompt._id)).toEqual(
+        { n: 0 },
+      )
+    } finally {
+      db.close()
+    }
+    await stack.restart('prompts')
+    const path = `/api/v1/organizations/${admin.organizationId}/audit-log?resourceId=${prompt._id}`
+    await vi.waitFor(
+      async () => {
+        const log = data<{ entries: { action: string; actor: { type: string; id: string } }[] }>(
+          await user('GET', path),
+        )
+        expect(log.entries.map((e) => e.action)).toEqual(['prompt.created'])
+      },
+      { timeout: RELAY_DELAY_MS + 20_000, interval: 100 },
+    )
+    // Copied once: a second pass (the row now sent) adds nothing.
+    await new Promise((r) => setTimeout(r, 300))
+    const again = data<{ entries: { actor: { type: string } }[] }>(await user('GET', path))
+    expect(again.entries).toHaveLength(1)
+    expect(again.entries[0]?.actor.type).toBe('user')
+  }, 60_000)
 
   it('does not deliver twice when the crash comes after the send but before it is marked sent', async () => {
     const prompt = data<Prompt>(

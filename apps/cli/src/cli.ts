@@ -27,6 +27,9 @@ export const USAGE = `pm: operate a prompt service from the command line
   pm prompts delete <promptId> --yes
   pm publish <promptId> [--changelog <text>]
   pm promote <promptId> <preview|production> (--version <n> | --version-id <id>)
+  pm history <promptId> <preview|production> [--page <n>] [--limit <n>]
+  pm split <promptId> <preview|production> <version>=<weight> <version>=<weight> ...
+      Serves 2 to 5 published versions by weight (summing to 100); a plain promote ends it.
   pm import <file.csv> [--no-wait]
   pm invoke <promptId> | --slug <slug> [--var name=value ...] [--vars-json <json>] [--version <n> | --env preview|production]
   pm backup --out <file> [--data-dir <dir>]
@@ -111,6 +114,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
     prompts: async (ctx, args) => (await prompts()).promptsCommand(ctx, args),
     publish: async (ctx, args) => (await prompts()).publishCommand(ctx, args),
     promote: async (ctx, args) => (await prompts()).promoteCommand(ctx, args),
+    history: async (ctx, args) => (await import('./commands/release.ts')).historyCommand(ctx, args),
+    split: async (ctx, args) => (await import('./commands/release.ts')).splitCommand(ctx, args),
     import: async (ctx, args) => (await prompts()).importCommand(ctx, args),
     invoke: async (ctx, args) => (await prompts()).invokeCommand(ctx, args),
     backup: async (ctx, args) => (await import('./commands/backup.ts')).backupCommand(ctx, args),

@@ -57,7 +57,12 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     const identity = await buildIdentity({ config: loadIdentityConfig(internal), bus, metrics, tracing })
     started.push(identity)
     const identityUrl = await listenLoopback(identity)
-    const prompts = await buildPrompts({ config: loadPromptsConfig(internal), bus, metrics, tracing })
+    const prompts = await buildPrompts({
+      config: loadPromptsConfig({ ...internal, IDENTITY_URL: identityUrl }),
+      bus,
+      metrics,
+      tracing,
+    })
     started.push(prompts)
     const promptsUrl = await listenLoopback(prompts)
     const render = await buildRender({

@@ -75,8 +75,20 @@ export function buildPolicyLookup(
 }
 
 const ROLE_SCOPES: Record<string, Scope[]> = {
-  OWNER: ['prompts:read', 'prompts:write', 'organization:read', 'organization:write'],
-  ADMIN: ['prompts:read', 'prompts:write', 'organization:read', 'organization:write'],
+  OWNER: [
+    'prompts:read',
+    'prompts:write',
+    'organization:read',
+    'organization:write',
+    'environments:promote-protected',
+  ],
+  ADMIN: [
+    'prompts:read',
+    'prompts:write',
+    'organization:read',
+    'organization:write',
+    'environments:promote-protected',
+  ],
   MEMBER: ['prompts:read', 'prompts:write', 'organization:read'],
 }
 

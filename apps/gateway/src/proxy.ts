@@ -73,6 +73,8 @@ export function proxyOptions(
         delete out.authorization
         delete out.connection
         if (request.contextToken) out[CONTEXT_HEADER] = request.contextToken
+        // The client's address (after TRUSTED_PROXIES), for the audit log; a client-sent one was stripped.
+        out['x-pm-client-ip'] = request.ip
         if (request.peekedLength !== null) out['content-length'] = String(request.peekedLength)
         if (tracing) {
           // The upstream continues the trace from this client span (ended in app.ts's onResponse).

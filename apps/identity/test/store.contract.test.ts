@@ -121,6 +121,13 @@ for (const backend of backends) {
       expect(renamed).toEqual({ ...org, name: 'Acme 2', updatedAt: '2030-01-01T00:00:00.000Z' })
       expect(await s.getOrganization(org._id)).toEqual(renamed)
       expect(await s.updateOrganization(newId(), { name: 'x' }, now())).toBeNull()
+      // Protected environments (DESIGN section 15): set without touching the name, cleared to none.
+      const at = '2030-01-02T00:00:00.000Z'
+      const guarded = await s.updateOrganization(org._id, { protectedEnvironments: ['production'] }, at)
+      expect(guarded).toEqual({ ...renamed, protectedEnvironments: ['production'], updatedAt: at })
+      expect(await s.getOrganization(org._id)).toEqual(guarded)
+      const cleared = await s.updateOrganization(org._id, { protectedEnvironments: [] }, at)
+      expect(cleared).toEqual({ ...renamed, updatedAt: at })
     })
 
     it('adds, lists, changes and removes memberships, keeping one ACTIVE OWNER', async () => {

@@ -11,8 +11,10 @@ import {
 } from '@pm/kit'
 import type { PromptsConfig } from './config.ts'
 import { Importer } from './services/importer.ts'
+import { IdentityOrgSettings, type OrgSettings } from './services/orgSettings.ts'
 import { OutboxRelay } from './services/outbox.ts'
 import { PromptsService } from './services/prompts.ts'
+import { auditRoutes } from './routes/audit.ts'
 import { environmentRoutes } from './routes/environments.ts'
 import { forkRoutes } from './routes/fork.ts'
 import { importRoutes } from './routes/import.ts'
@@ -31,6 +33,7 @@ export type { PromptStore } from './store/types.ts'
 export { SqlitePromptStore } from './store/sqlite.ts'
 export { MongoPromptStore } from './store/mongo.ts'
 export type { PromptsDeps } from './deps.ts'
+export { StaticOrgSettings, type OrgSettings } from './services/orgSettings.ts'
 
 export interface PromptsAppOptions {
   config: PromptsConfig
@@ -41,6 +44,8 @@ export interface PromptsAppOptions {
   metrics?: Metrics
   /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
   tracing?: Tracing
+  /** Where promotes learn the protected environments (default: identity at IDENTITY_URL). */
+  orgSettings?: OrgSettings
 }
 
 export async function openPromptStore(config: PromptsConfig): Promise<PromptStore> {
@@ -82,9 +87,12 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     pollMs: config.OUTBOX_POLL_MS,
     delayMs: config.OUTBOX_RELAY_DELAY_MS,
     retainMs: config.OUTBOX_RETAIN_MS,
+    auditRetainMs: config.AUDIT_RETENTION_DAYS * 24 * 60 * 60 * 1000,
     ...(metrics ? { onSent: () => metrics.outboxSent.inc() } : {}),
   })
-  const service = new PromptsService(store, bus, () => relay.kick())
+  const orgSettings =
+    opts.orgSettings ?? new IdentityOrgSettings(config.IDENTITY_URL, config.INTERNAL_AUTH_SECRET)
+  const service = new PromptsService(store, bus, () => relay.kick(), orgSettings)
   const importer = new Importer(service, store, app.log, {
     leaseMs: config.IMPORT_LEASE_MS,
     pollMs: config.IMPORT_POLL_MS,
@@ -101,6 +109,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   importRoutes(app, deps)
   internalRoutes(app, deps)
   resolveRoutes(app, deps)
+  auditRoutes(app, deps)
 
   app.addHook('onReady', async () => {
     relay.start()
@@ -112,6 +121,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   app.addHook('onClose', async () => {
     await importer.stop()
     await relay.stop()
+    if (!opts.orgSettings) await orgSettings.close()
     if (!opts.bus) await ownBus.close()
     if (!opts.store) await ownStore.close()
   })

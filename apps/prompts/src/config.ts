@@ -9,6 +9,8 @@ export const PromptsConfigSchema = Type.Object({
   ...storeSettings,
   ...busSettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4002 }),
+  /** Identity, asked on each promote which environments the organization protects (DESIGN section 15). */
+  IDENTITY_URL: Type.String({ pattern: '^https?://', default: 'http://127.0.0.1:4001' }),
   /** How often the outbox relay looks for events not yet sent (it is also woken on publish). */
   OUTBOX_POLL_MS: Type.Integer({ minimum: 10, default: 1000 }),
   /**
@@ -16,6 +18,8 @@ export const PromptsConfigSchema = Type.Object({
    * test raises it to kill the process between the write and the send.
    */
   OUTBOX_RELAY_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
+  /** Audit log entries are deleted after this many days (DESIGN section 15). */
+  AUDIT_RETENTION_DAYS: Type.Integer({ minimum: 1, default: 365 }),
   /** Sent events are deleted from the outbox after this long (JetStream dedupes for one hour). */
   OUTBOX_RETAIN_MS: Type.Integer({ minimum: 60 * 60 * 1000, default: 24 * 60 * 60 * 1000 }),
   /**

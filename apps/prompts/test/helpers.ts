@@ -6,6 +6,7 @@ import { MemoryBus } from '@pm/bus'
 import { type CallerContext, CONTEXT_HEADER, type Scope } from '@pm/contracts'
 import { newId, type Service, signContext } from '@pm/kit'
 import { buildApp, loadPromptsConfig, type PromptsConfig } from '../src/app.ts'
+import { StaticOrgSettings } from '../src/services/orgSettings.ts'
 import { SqlitePromptStore } from '../src/store/sqlite.ts'
 
 export interface Harness {
@@ -13,6 +14,8 @@ export interface Harness {
   bus: MemoryBus
   store: SqlitePromptStore
   config: PromptsConfig
+  /** The protected environments promotes see (identity's answer, in these tests). */
+  orgSettings: StaticOrgSettings
   org: string
   user: string
   /** Signed context headers for a user (default) or another caller in `org`. */
@@ -38,7 +41,8 @@ export async function harness(
   })
   const bus = new MemoryBus(10)
   const store = new SqlitePromptStore(join(dir, 'prompts.db'))
-  const app = await buildApp({ config, bus, store })
+  const orgSettings = new StaticOrgSettings()
+  const app = await buildApp({ config, bus, store, orgSettings })
   await app.ready()
   const org = after?.org ?? newId()
   const user = after?.user ?? newId()
@@ -47,6 +51,7 @@ export async function harness(
     bus,
     store,
     config,
+    orgSettings,
     org,
     user,
     as: (caller = {}) => ({

@@ -87,7 +87,7 @@ describe('SQLite prompts store: migration of a database from before chat prompts
     await again.close()
     const db = new DatabaseSync(file)
     // Every migration applied once: 1 (chat prompts and config), 2 (resumable imports), 3 (the outbox's trace context).
-    expect(db.prepare('PRAGMA user_version').get()).toEqual({ user_version: 3 })
+    expect(db.prepare('PRAGMA user_version').get()).toEqual({ user_version: 4 })
     db.close()
   })
 })

@@ -4,6 +4,7 @@ import { collectWhileOpen, createService, Metrics, type Service, type Tracing, t
 import type { RenderConfig } from './config.ts'
 import { Resolver } from './services/resolver.ts'
 import { renderRoutes } from './routes/render.ts'
+import { SplitCounter } from './services/splitCounter.ts'
 
 export type { RenderDeps } from './deps.ts'
 export { loadRenderConfig, RenderConfigSchema, type RenderConfig } from './config.ts'
@@ -60,8 +61,20 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
       misses()
     })
   }
-  renderRoutes(app, { resolver, maxOutputBytes: config.RENDER_MAX_OUTPUT_BYTES })
+  const splitCounter = new SplitCounter(
+    config.PROMPTS_URL,
+    config.INTERNAL_AUTH_SECRET,
+    app.log,
+    config.SPLIT_COUNTS_FLUSH_MS,
+  )
+  renderRoutes(app, {
+    resolver,
+    maxOutputBytes: config.RENDER_MAX_OUTPUT_BYTES,
+    countVariant: (splitId, variant) => splitCounter.count(splitId, variant),
+  })
+  app.addHook('onReady', async () => splitCounter.start())
   app.addHook('onClose', async () => {
+    await splitCounter.close()
     await resolver.close()
     if (!opts.bus) await ownBus.close()
   })

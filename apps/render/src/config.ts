@@ -21,6 +21,8 @@ export const RenderConfigSchema = Type.Object({
    * refused with 422 RENDER_TOO_LARGE before it is built.
    */
   RENDER_MAX_OUTPUT_BYTES: Type.Integer({ minimum: 1024, default: 1024 * 1024 }),
+  /** How often the invocations per split variant are sent to the prompts service (at most 10 s, DESIGN section 15). */
+  SPLIT_COUNTS_FLUSH_MS: Type.Integer({ minimum: 100, maximum: 10_000, default: 5_000 }),
   /** Keep-alive connections to the prompts service. */
   PROMPTS_CONNECTIONS: Type.Integer({ minimum: 1, default: 32 }),
 })

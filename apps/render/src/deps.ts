@@ -5,4 +5,6 @@ export interface RenderDeps {
   resolver: Resolver
   /** RENDER_MAX_OUTPUT_BYTES. */
   maxOutputBytes: number
+  /** Told of each invocation a split's variant served (DESIGN section 15). */
+  countVariant?: (splitId: string, variant: number) => void
 }

@@ -47,7 +47,7 @@ export const APPS: Record<AppName, AppSpec> = {
   prompts: {
     name: 'prompts',
     schema: PromptsConfigSchema,
-    calls: {},
+    calls: { IDENTITY_URL: 'identity' },
     servers: ['nats', 'mongo'],
     internet: false,
   },

@@ -73,6 +73,11 @@ export interface InvokeOptions {
   version?: number
   env?: EnvironmentName
   organizationId?: string
+  /**
+   * Who the request is for: with an `env` under a split (DESIGN section 15) the same subject
+   * always gets the same version. Part of the cache key.
+   */
+  subject?: string
   /** false: always ask the service (no cache read or write); fallback still applies. */
   cache?: boolean
   signal?: AbortSignal
@@ -93,6 +98,8 @@ export interface RenderedPrompt {
   config?: InvokeResult['config']
   /** When the template has references: the prompts it included (`{{> slug}}`), in order of first use. */
   references?: InvokeResult['references']
+  /** With an environment under a split: which variant served. */
+  variant?: number
   source: CacheSource
 }
 
@@ -255,13 +262,17 @@ export class PromptClient {
   ): Promise<RenderedPrompt> {
     const org = options.organizationId ?? this.organizationId ?? ''
     const name = 'id' in ref ? ref.id : `slug:${ref.slug}`
-    const key = `${name}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${stableKey(variables)}`
+    const key = `${name}|invoke|${org}|${options.version ?? ''}|${options.env ?? ''}|${options.subject ?? ''}|${stableKey(variables)}`
     const input = {
       query: {
         ...(options.env ? { env: options.env } : {}),
         ...(options.organizationId ? { organizationId: options.organizationId } : {}),
       },
-      body: { variables, ...(options.version ? { version: options.version } : {}) },
+      body: {
+        variables,
+        ...(options.version ? { version: options.version } : {}),
+        ...(options.subject !== undefined ? { subject: options.subject } : {}),
+      },
       signal: options.signal,
     }
     const load = async () => {

@@ -87,6 +87,15 @@ export const EnvironmentPromotedEvent = Type.Object(
       version: Type.Integer(),
       /** The user or API key id that promoted. */
       promotedBy: Type.String(),
+      /** A rollout (DESIGN section 15): the variants and their weights; absent for a plain promote. */
+      split: Type.Optional(
+        Type.Object({
+          id: ObjectId,
+          variants: Type.Array(
+            Type.Object({ versionId: ObjectId, version: Type.Integer(), weight: Type.Integer() }),
+          ),
+        }),
+      ),
     }),
   },
   { $id: 'EnvironmentPromotedEvent' },

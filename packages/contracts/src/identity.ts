@@ -1,7 +1,14 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ObjectId, Timestamp } from './common.ts'
 
-export const SCOPES = ['prompts:read', 'prompts:write', 'organization:read', 'organization:write'] as const
+export const SCOPES = [
+  'prompts:read',
+  'prompts:write',
+  'organization:read',
+  'organization:write',
+  /** Promote to an environment the organization protects (DESIGN section 15); with prompts:write. */
+  'environments:promote-protected',
+] as const
 export type Scope = (typeof SCOPES)[number]
 export const Scope = Type.Union(
   SCOPES.map((s) => Type.Literal(s)),
@@ -70,6 +77,8 @@ export const Organization = Type.Object(
     _id: ObjectId,
     name: Type.String(),
     slug: Type.String(),
+    /** Environments only an OWNER/ADMIN or a key with environments:promote-protected may promote to. */
+    protectedEnvironments: Type.Array(Type.Union([Type.Literal('preview'), Type.Literal('production')])),
     createdAt: Timestamp,
     updatedAt: Timestamp,
   },
@@ -193,8 +202,14 @@ export const LogoutRequest = Type.Object(
 export type LogoutRequest = Static<typeof LogoutRequest>
 
 export const UpdateOrganizationRequest = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }) },
-  { $id: 'UpdateOrganizationRequest', additionalProperties: false },
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' })),
+    /** OWNER/ADMIN only (DESIGN section 15). */
+    protectedEnvironments: Type.Optional(
+      Type.Array(Type.Union([Type.Literal('preview'), Type.Literal('production')]), { uniqueItems: true }),
+    ),
+  },
+  { $id: 'UpdateOrganizationRequest', additionalProperties: false, minProperties: 1 },
 )
 export type UpdateOrganizationRequest = Static<typeof UpdateOrganizationRequest>
 

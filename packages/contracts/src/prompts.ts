@@ -251,11 +251,68 @@ export const ENVIRONMENTS = ['preview', 'production'] as const
 export type EnvironmentName = (typeof ENVIRONMENTS)[number]
 export const EnvironmentName = Type.Union(ENVIRONMENTS.map((e) => Type.Literal(e)))
 
+export const SPLIT_MIN_VARIANTS = 2
+export const SPLIT_MAX_VARIANTS = 5
+
+/** One variant of a rollout: a published version and its share of the traffic (percent). */
+export const SplitVariant = Type.Object(
+  {
+    versionId: ObjectId,
+    version: Type.Integer(),
+    weight: Type.Integer({ minimum: 1, maximum: 100 }),
+    /** Invocations served by this variant since the split began (counted by render, flushed every few seconds; approximate). */
+    invocations: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { $id: 'SplitVariant' },
+)
+export type SplitVariant = Static<typeof SplitVariant>
+
+/** A rollout across 2 to 5 published versions (DESIGN section 15); its id seeds the sticky pick. */
+export const Split = Type.Object(
+  { id: ObjectId, variants: Type.Array(Type.Ref(SplitVariant), { minItems: 2, maxItems: 5 }) },
+  { $id: 'Split' },
+)
+export type Split = Static<typeof Split>
+
+/** With a split, versionId/version name its first variant (what a reader unaware of splits sees). */
 export const Pin = Type.Object(
-  { versionId: ObjectId, version: Type.Integer(), promotedAt: Timestamp, promotedBy: ObjectId },
+  {
+    versionId: ObjectId,
+    version: Type.Integer(),
+    promotedAt: Timestamp,
+    promotedBy: ObjectId,
+    split: Type.Optional(Type.Ref(Split)),
+  },
   { $id: 'Pin' },
 )
 export type Pin = Static<typeof Pin>
+
+/** One promote of an environment, as its history keeps it. */
+export const EnvironmentHistoryEntry = Type.Object(
+  {
+    versionId: ObjectId,
+    version: Type.Integer(),
+    split: Type.Optional(Type.Ref(Split)),
+    promotedBy: ObjectId,
+    /** user or apiKey */
+    promotedByType: Type.Union([Type.Literal('user'), Type.Literal('apiKey')]),
+    promotedAt: Timestamp,
+  },
+  { $id: 'EnvironmentHistoryEntry' },
+)
+export type EnvironmentHistoryEntry = Static<typeof EnvironmentHistoryEntry>
+
+export const EnvironmentHistory = Type.Object(
+  { entries: Type.Array(Type.Ref(EnvironmentHistoryEntry)), pagination: Type.Ref(Pagination) },
+  { $id: 'EnvironmentHistory' },
+)
+export type EnvironmentHistory = Static<typeof EnvironmentHistory>
+
+export const EnvironmentHistoryQuery = Type.Object(
+  { ...PageQuery, organizationId: Type.Optional(ObjectId) },
+  { $id: 'EnvironmentHistoryQuery', additionalProperties: false },
+)
+export type EnvironmentHistoryQuery = Static<typeof EnvironmentHistoryQuery>
 
 export const Environments = Type.Object(
   { preview: Type.Union([Type.Ref(Pin), Type.Null()]), production: Type.Union([Type.Ref(Pin), Type.Null()]) },
@@ -271,6 +328,8 @@ export const InvokeRequest = Type.Object(
     variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     version: Type.Optional(Type.Integer({ minimum: 1 })),
     organizationId: Type.Optional(ObjectId),
+    /** Who the request is for: with an environment under a split, the same subject gets the same version. Also `X-Subject-Id`. */
+    subject: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
   },
   { $id: 'InvokeRequest', additionalProperties: false },
 )
@@ -299,6 +358,8 @@ export const InvokeResult = Type.Object(
     config: Type.Optional(Type.Ref(PromptConfig)),
     /** Present when the template has references: every prompt included, in the order first used. */
     references: Type.Optional(Type.Array(Type.Ref(PromptReference))),
+    /** With an environment under a split: the index of the variant that served. */
+    variant: Type.Optional(Type.Integer({ minimum: 0 })),
   },
   { $id: 'InvokeResult' },
 )
@@ -347,6 +408,8 @@ export const ResolvedPrompt = Type.Object(
     /** Chat prompts only (a text prompt's answer is as it was before chat prompts). */
     messages: Type.Optional(Type.Array(Type.Ref(ChatMessage))),
     config: Type.Optional(Type.Ref(PromptConfig)),
+    /** An environment under a split: its variants (the content above is the first one's). */
+    split: Type.Optional(Type.Ref(Split)),
   },
   { $id: 'ResolvedPrompt' },
 )
@@ -467,8 +530,22 @@ export const EnvParams = Type.Object(
   { $id: 'EnvParams', additionalProperties: false },
 )
 
+/** Exactly one of versionId, version (the number) or split. */
 export const PromoteRequest = Type.Object(
-  { versionId: ObjectId, organizationId: Type.Optional(ObjectId) },
+  {
+    versionId: Type.Optional(ObjectId),
+    version: Type.Optional(Type.Integer({ minimum: 1 })),
+    split: Type.Optional(
+      Type.Array(
+        Type.Object(
+          { versionId: ObjectId, weight: Type.Integer({ minimum: 1, maximum: 99 }) },
+          { additionalProperties: false },
+        ),
+        { minItems: SPLIT_MIN_VARIANTS, maxItems: SPLIT_MAX_VARIANTS },
+      ),
+    ),
+    organizationId: Type.Optional(ObjectId),
+  },
   { $id: 'PromoteRequest', additionalProperties: false },
 )
 export type PromoteRequest = Static<typeof PromoteRequest>

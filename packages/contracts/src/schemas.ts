@@ -13,6 +13,7 @@ import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
+import * as audit from './audit.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -66,7 +67,12 @@ export const ALL_SCHEMAS: TSchema[] = [
   prompts.PromptVersion,
   prompts.VersionList,
   prompts.PublishRequest,
+  prompts.SplitVariant,
+  prompts.Split,
   prompts.Pin,
+  prompts.EnvironmentHistoryEntry,
+  prompts.EnvironmentHistory,
+  prompts.EnvironmentHistoryQuery,
   prompts.Environments,
   prompts.VariableValues,
   prompts.InvokeRequest,
@@ -113,5 +119,10 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.WebhookDelivery,
   webhooks.WebhookDeliveryList,
   webhooks.ListDeliveriesQuery,
+  audit.AuditActor,
+  audit.AuditEntry,
+  audit.AuditQuery,
+  audit.AuditExportQuery,
+  audit.AuditList,
   ...API_SCHEMAS,
 ]

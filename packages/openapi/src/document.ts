@@ -186,6 +186,10 @@ function successResponse(route: RouteSpec): OpenApiResponse {
   if (route.produces === 'text/html') {
     return { description, headers, content: { 'text/html': { schema: { type: 'string' } } } }
   }
+  if (route.produces === 'text/csv') {
+    const text = { schema: { type: 'string' } }
+    return { description, headers, content: { 'text/csv': text, 'application/x-ndjson': text } }
+  }
   if (!route.response) return { description, headers }
   const payload = use(route.response)
   return {

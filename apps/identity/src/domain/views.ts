@@ -17,7 +17,14 @@ export function orgSlug(name: string): string {
 }
 
 export function publicOrganization(o: OrganizationRecord): Organization {
-  return { _id: o._id, name: o.name, slug: o.slug, createdAt: o.createdAt, updatedAt: o.updatedAt }
+  return {
+    _id: o._id,
+    name: o.name,
+    slug: o.slug,
+    protectedEnvironments: o.protectedEnvironments ?? [],
+    createdAt: o.createdAt,
+    updatedAt: o.updatedAt,
+  }
 }
 
 /** Never the hash: what lists and creation show of a key. */

@@ -29,6 +29,21 @@ export function internalRoutes(app: Service, deps: IdentityDeps): void {
     },
   )
 
+  // The prompts service asks before a promote (DESIGN section 15).
+  app.get(
+    '/internal/organizations/:organizationId/protected-environments',
+    {
+      schema: {
+        params: Type.Object({ organizationId: ObjectId }, { additionalProperties: false }),
+      },
+    },
+    async (request) => {
+      requireService(request)
+      const org = await identity.getOrganization(request.params.organizationId)
+      return { protectedEnvironments: org.protectedEnvironments ?? [] }
+    },
+  )
+
   app.get(
     '/internal/memberships/:organizationId/:userId',
     {

@@ -69,7 +69,9 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.updateOrganization, async (request) => {
     const id = requireScope(request, request.params.id, 'organization:write')
-    return publicOrganization(await identity.updateOrganization(id, request.body.name))
+    // Who may move production is an OWNER's or ADMIN's decision (DESIGN section 15): not a key's.
+    if (request.body.protectedEnvironments !== undefined) requireAdmin(request, id)
+    return publicOrganization(await identity.updateOrganization(id, request.body))
   })
 
   // Members

@@ -8,6 +8,7 @@ import {
   type MembershipChangedEvent,
   type ResolvedApiKey,
   type Scope,
+  type EnvironmentName,
   SUBJECTS,
   type UpdateMemberRequest,
 } from '@pm/contracts'
@@ -162,8 +163,20 @@ export class IdentityService {
     throw new AppError('CONFLICT', 'could not allocate an organization slug')
   }
 
-  async updateOrganization(id: string, name: string): Promise<OrganizationRecord> {
-    const org = await this.store.updateOrganization(id, { name: name.trim() }, new Date().toISOString())
+  async updateOrganization(
+    id: string,
+    change: { name?: string; protectedEnvironments?: EnvironmentName[] },
+  ): Promise<OrganizationRecord> {
+    const org = await this.store.updateOrganization(
+      id,
+      {
+        ...(change.name !== undefined ? { name: change.name.trim() } : {}),
+        ...(change.protectedEnvironments !== undefined
+          ? { protectedEnvironments: [...change.protectedEnvironments].sort() }
+          : {}),
+      },
+      new Date().toISOString(),
+    )
     if (!org) throw new AppError('NOT_FOUND', 'organization not found')
     return org
   }

@@ -7,6 +7,7 @@ import {
   type MembershipChange,
   type MembershipChangeResult,
   type MembershipRecord,
+  type OrganizationChange,
   type OrganizationRecord,
   type RefreshTokenRecord,
   type SigningKeyRecord,
@@ -144,12 +145,18 @@ export class MongoIdentityStore implements IdentityStore {
 
   async updateOrganization(
     id: string,
-    change: { name: string },
+    change: OrganizationChange,
     at: string,
   ): Promise<OrganizationRecord | null> {
+    const $set: Partial<OrganizationRecord> = { updatedAt: at }
+    if (change.name !== undefined) $set.name = change.name
+    // None protected is stored as no field (as organizations written before the setting are).
+    const none = change.protectedEnvironments !== undefined && change.protectedEnvironments.length === 0
+    if (change.protectedEnvironments !== undefined && !none)
+      $set.protectedEnvironments = change.protectedEnvironments
     return this.orgs.findOneAndUpdate(
       { _id: id },
-      { $set: { name: change.name, updatedAt: at } },
+      none ? { $set, $unset: { protectedEnvironments: '' } } : { $set },
       { returnDocument: 'after', projection: ORG_PROJECTION },
     )
   }

@@ -17,6 +17,7 @@ import {
   type MembershipChange,
   type MembershipChangeResult,
   type MembershipRecord,
+  type OrganizationChange,
   type OrganizationRecord,
   type RefreshTokenRecord,
   type SigningKeyRecord,
@@ -65,11 +66,35 @@ function toUser(r: Row): UserRecord {
     createdAt: str(r.created_at),
   }
 }
+/**
+ * Columns added after the first schema, each added once when missing (a database of any age
+ * goes through the same steps). Protected environments: DESIGN section 15.
+ */
+function migrateIdentity(db: DatabaseSync): void {
+  const columns = db.prepare('PRAGMA table_info(organizations)').all() as { name?: unknown }[]
+  if (!columns.some((c) => c.name === 'protected_environments')) {
+    try {
+      db.exec("ALTER TABLE organizations ADD COLUMN protected_environments TEXT NOT NULL DEFAULT '[]'")
+    } catch (err) {
+      // Another process opening the same file added it first.
+      if (!String(err).includes('duplicate column')) throw err
+    }
+  }
+}
+
 function toOrg(r: Row): OrganizationRecord {
   return {
     _id: str(r.id),
     name: str(r.name),
     slug: str(r.slug),
+    // None protected reads as no field (as MongoDB keeps it).
+    ...(r.protected_environments && r.protected_environments !== '[]'
+      ? {
+          protectedEnvironments: JSON.parse(
+            str(r.protected_environments),
+          ) as OrganizationRecord['protectedEnvironments'],
+        }
+      : {}),
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
   }
@@ -127,6 +152,7 @@ export class SqliteIdentityStore implements IdentityStore {
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    migrateIdentity(this.db)
   }
 
   private one(sql: string, ...params: (string | number | null)[]): Row | undefined {
@@ -212,10 +238,20 @@ export class SqliteIdentityStore implements IdentityStore {
 
   async updateOrganization(
     id: string,
-    change: { name: string },
+    change: OrganizationChange,
     at: string,
   ): Promise<OrganizationRecord | null> {
-    this.db.prepare('UPDATE organizations SET name = ?, updated_at = ? WHERE id = ?').run(change.name, at, id)
+    this.db
+      .prepare(
+        `UPDATE organizations SET name = COALESCE(?, name),
+         protected_environments = COALESCE(?, protected_environments), updated_at = ? WHERE id = ?`,
+      )
+      .run(
+        change.name ?? null,
+        change.protectedEnvironments ? JSON.stringify(change.protectedEnvironments) : null,
+        at,
+        id,
+      )
     return this.getOrganization(id)
   }
 

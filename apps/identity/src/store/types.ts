@@ -1,4 +1,4 @@
-import type { MembershipStatus, RateLimitSetting, Role, Scope } from '@pm/contracts'
+import type { EnvironmentName, MembershipStatus, RateLimitSetting, Role, Scope } from '@pm/contracts'
 
 export interface UserRecord {
   _id: string
@@ -12,8 +12,15 @@ export interface OrganizationRecord {
   _id: string
   name: string
   slug: string
+  /** Environments whose promotes need an OWNER/ADMIN or the environments:promote-protected scope (absent: none). */
+  protectedEnvironments?: EnvironmentName[]
   createdAt: string
   updatedAt: string
+}
+
+export interface OrganizationChange {
+  name?: string
+  protectedEnvironments?: EnvironmentName[]
 }
 
 export interface MembershipRecord {
@@ -99,7 +106,7 @@ export interface IdentityStore {
   getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null>
   isSlugTaken(slug: string): Promise<boolean>
   /** Renames; the slug stays. Null when the organization does not exist. */
-  updateOrganization(id: string, change: { name: string }, at: string): Promise<OrganizationRecord | null>
+  updateOrganization(id: string, change: OrganizationChange, at: string): Promise<OrganizationRecord | null>
   findUsersByIds(ids: string[]): Promise<UserRecord[]>
   /** Every membership of the organization (any status), oldest first. */
   listMemberships(organizationId: string): Promise<MembershipRecord[]>

@@ -43,6 +43,18 @@ export function environmentPromoted(
       versionId: pin.versionId,
       version: pin.version,
       promotedBy: pin.promotedBy,
+      ...(pin.split
+        ? {
+            split: {
+              id: pin.split.id,
+              variants: pin.split.variants.map(({ versionId, version, weight }) => ({
+                versionId,
+                version,
+                weight,
+              })),
+            },
+          }
+        : {}),
     },
   }
   return outboxRow(event)

@@ -1,6 +1,7 @@
 import { API_ROUTES, AppError, type CallerContext } from '@pm/contracts'
 import { requireOrganization, requireUser, route, type Service } from '@pm/kit'
 import type { PromptsDeps } from '../deps.ts'
+import { auditContextOf } from './common.ts'
 import { publicPrompt } from '../domain/views.ts'
 
 /**
@@ -21,7 +22,14 @@ export function forkRoutes(app: Service, { service }: PromptsDeps): void {
     const source = await service.get(sourceOrganizationId, request.params.id)
     const version = await service.version(source, request.params.versionId)
     const target = forkTarget(request.caller, request.body.targetOrganizationId ?? sourceOrganizationId)
-    const fork = await service.fork(source, version, target, request.body.name, { _id: userId })
+    const fork = await service.fork(
+      source,
+      version,
+      target,
+      request.body.name,
+      { _id: userId },
+      auditContextOf(request),
+    )
     reply.code(201)
     return { prompt: publicPrompt(fork.prompt), version: fork.version }
   })
@@ -31,7 +39,14 @@ export function forkRoutes(app: Service, { service }: PromptsDeps): void {
     // The last published snapshot of a public prompt, from any workspace.
     const { prompt, version } = await service.publicEntry(request.params.id)
     const target = forkTarget(request.caller, request.body.organizationId)
-    const fork = await service.fork(prompt, version, target, request.body.name, { _id: userId })
+    const fork = await service.fork(
+      prompt,
+      version,
+      target,
+      request.body.name,
+      { _id: userId },
+      auditContextOf(request),
+    )
     reply.code(201)
     return publicPrompt(fork.prompt)
   })

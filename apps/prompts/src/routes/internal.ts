@@ -1,4 +1,12 @@
-import { DraftPrompt, EnvironmentName, IdParams, ObjectId, ResolvedPrompt, SlugParams } from '@pm/contracts'
+import {
+  AppError,
+  DraftPrompt,
+  EnvironmentName,
+  IdParams,
+  ObjectId,
+  ResolvedPrompt,
+  SlugParams,
+} from '@pm/contracts'
 import { requireOrganization, type Service } from '@pm/kit'
 import { Type } from '@sinclair/typebox'
 import type { PromptsDeps } from '../deps.ts'
@@ -15,8 +23,32 @@ const ResolveQuery = Type.Object(
   { additionalProperties: false },
 )
 
+const SplitCounts = Type.Object(
+  {
+    counts: Type.Array(
+      Type.Object(
+        {
+          splitId: ObjectId,
+          variant: Type.Integer({ minimum: 0, maximum: 4 }),
+          count: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: 500 },
+    ),
+  },
+  { additionalProperties: false },
+)
+
 /** Routes for the render service (called with the caller context it received). */
 export function internalRoutes(app: Service, { service }: PromptsDeps): void {
+  // Render's invocations per split variant (DESIGN section 15), signed as the 'service' caller.
+  app.post('/internal/splits/counts', { schema: { body: SplitCounts } }, async (request, reply) => {
+    if (request.caller.kind !== 'service') throw new AppError('NOT_FOUND', 'not found')
+    await service.addSplitCounts(request.body.counts)
+    reply.code(204)
+  })
+
   app.get(
     '/internal/prompts/:id/resolve',
     {

@@ -1,6 +1,7 @@
 import { API_ROUTES } from '@pm/contracts'
 import { requireOrganization, route, type Service } from '@pm/kit'
 import type { PromptsDeps } from '../deps.ts'
+import { auditContextOf } from './common.ts'
 import { publicPrompt } from '../domain/views.ts'
 
 export function promptRoutes(app: Service, { service }: PromptsDeps): void {
@@ -11,7 +12,14 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
   route(app, API_ROUTES.createPrompt, async (request, reply) => {
     const organizationId = requireOrganization(request)
     const createdBy = request.caller.userId ?? request.caller.apiKeyId ?? 'unknown'
-    const prompt = await service.create(organizationId, createdBy, request.body)
+    const prompt = await service.create(
+      organizationId,
+      createdBy,
+      request.body,
+      undefined,
+      undefined,
+      auditContextOf(request),
+    )
     reply.code(201)
     return publicPrompt(prompt)
   })
@@ -29,12 +37,18 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
       requireOrganization(request),
       request.params.id,
       request.body,
+      auditContextOf(request),
     )
     return { ...publicPrompt(prompt), ...(staleVariables ? { staleVariables } : {}) }
   })
 
   route(app, API_ROUTES.deletePrompt, async (request) => {
-    await service.delete(requireOrganization(request), request.params.id, request.query.force === 'true')
+    await service.delete(
+      requireOrganization(request),
+      request.params.id,
+      request.query.force === 'true',
+      auditContextOf(request),
+    )
     return { _id: request.params.id, deleted: true as const }
   })
 
@@ -52,6 +66,7 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
       request.params.id,
       request.params.name,
       request.body,
+      auditContextOf(request),
     )
     return publicPrompt(prompt)
   })

@@ -2,7 +2,7 @@ import { API_ROUTES } from '@pm/contracts'
 import { requireOrganization, requireUser, route, type Service } from '@pm/kit'
 import type { PromptsDeps } from '../deps.ts'
 import { publicPrompt } from '../domain/views.ts'
-import { emptyBodyAsObject } from './common.ts'
+import { auditContextOf, emptyBodyAsObject } from './common.ts'
 
 export function versionRoutes(app: Service, { service }: PromptsDeps): void {
   route(
@@ -15,6 +15,7 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
         request.params.id,
         { _id: userId },
         request.body.changeLog ?? '',
+        auditContextOf(request),
       )
       reply.code(201)
       return version
@@ -33,6 +34,7 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
         request.params.id,
         { _id: userId },
         '',
+        auditContextOf(request),
       )
       reply.code(201)
       return version
@@ -41,7 +43,9 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
   )
 
   route(app, API_ROUTES.unpublishPrompt, async (request) => {
-    return publicPrompt(await service.unpublish(requireOrganization(request), request.params.id))
+    return publicPrompt(
+      await service.unpublish(requireOrganization(request), request.params.id, auditContextOf(request)),
+    )
   })
 
   route(app, API_ROUTES.listVersions, async (request) => {
@@ -69,6 +73,7 @@ export function versionRoutes(app: Service, { service }: PromptsDeps): void {
         requireOrganization(request),
         request.params.id,
         request.params.versionId,
+        auditContextOf(request),
       )
       return publicPrompt(prompt)
     },

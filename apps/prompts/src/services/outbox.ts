@@ -1,5 +1,6 @@
 import type { EventBus } from '@pm/bus'
 import type { FastifyBaseLogger } from 'fastify'
+import { AUDIT_SUBJECT } from '../domain/audit.ts'
 import type { PromptStore } from '../store/types.ts'
 
 export interface OutboxRelayOptions {
@@ -14,6 +15,8 @@ export interface OutboxRelayOptions {
   retainMs: number
   /** Told of each event handed to the bus (metrics). */
   onSent?: () => void
+  /** Audit entries older than this are deleted (AUDIT_RETENTION_DAYS); none: kept. */
+  auditRetainMs?: number
 }
 
 const BATCH = 100
@@ -79,6 +82,11 @@ export class OutboxRelay {
           const dueIn = Date.parse(row.createdAt) + this.opts.delayMs - Date.now()
           // Rows come oldest first: once one is not due, none after it is.
           if (dueIn > 0) return dueIn
+          // An audit entry goes into the audit log, not to the bus (domain/audit.ts).
+          if (row.subject === AUDIT_SUBJECT) {
+            await this.store.recordAudit(row, new Date().toISOString())
+            continue
+          }
           await this.bus.publishDurable(row.subject, row.payload, row.msgId, row.traceHeaders ?? undefined)
           await this.store.markOutboxSent(row._id, new Date().toISOString())
           this.opts.onSent?.()
@@ -88,6 +96,8 @@ export class OutboxRelay {
       if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
         this.lastPrune = Date.now()
         await this.store.pruneOutbox(new Date(Date.now() - this.opts.retainMs).toISOString())
+        if (this.opts.auditRetainMs !== undefined)
+          await this.store.pruneAudit(new Date(Date.now() - this.opts.auditRetainMs).toISOString())
       }
     } catch (err) {
       this.log.warn({ err }, 'outbox relay pass failed; will retry')

@@ -1,8 +1,10 @@
 import {
   AppError,
+  type AuditEntry,
   type Author,
   type CallerContext,
   type CreatePromptRequest,
+  type EnvironmentHistory,
   type EnvironmentName,
   type Environments,
   type ListPromptsQuery,
@@ -14,6 +16,7 @@ import {
   type PromptList,
   type PublicPrompt,
   type ResolvedPrompt,
+  type Split,
   SUBJECTS,
   type UpdatePromptRequest,
   type UpdateVariableRequest,
@@ -25,9 +28,15 @@ import type { EventBus } from '@pm/bus'
 import { buildContent, checkConfig, checkTypeUnchanged, contentFields } from '../domain/content.ts'
 import { diffVersions, type DiffSide, type VersionDiff } from '../domain/diff.ts'
 import { environmentPromoted, promptDeleted, visibilityChanged } from '../domain/events.ts'
+import { type AuditContext, auditRow } from '../domain/audit.ts'
+import { checkMayPromote, type PromoteTarget } from '../domain/release.ts'
 import { slugify, uniqueSlug } from '../domain/slug.ts'
+import { type OrgSettings, StaticOrgSettings } from './orgSettings.ts'
 import {
   DuplicateSlugError,
+  type AuditFilter,
+  type EnvHistoryRecord,
+  type SplitCount,
   type OutboxRecord,
   type Page,
   type PromptPatch,
@@ -114,11 +123,19 @@ export class PromptsService {
   /** References between prompts (DESIGN section 12). */
   readonly composition: Composition
 
-  constructor(store: PromptStore, bus: EventBus, onOutboxWritten: () => void) {
+  private readonly orgSettings: OrgSettings
+
+  constructor(
+    store: PromptStore,
+    bus: EventBus,
+    onOutboxWritten: () => void,
+    orgSettings: OrgSettings = new StaticOrgSettings(),
+  ) {
     this.store = store
     this.bus = bus
     this.onOutboxWritten = onOutboxWritten
     this.composition = new Composition(store)
+    this.orgSettings = orgSettings
   }
 
   changed(prompt: { _id: string; organizationId: string }, reason: PromptChangeReason): void {
@@ -178,8 +195,22 @@ export class PromptsService {
     input: CreatePromptRequest,
     knownTaken?: Set<string>,
     /** How the record is stored (the CSV import writes it with its batch's progress). */
-    write: (r: PromptRecord) => Promise<void> = (r) => this.store.createPrompt(r),
+    write?: (r: PromptRecord) => Promise<void>,
+    audit?: AuditContext,
   ): Promise<PromptRecord> {
+    const store =
+      write ??
+      ((r: PromptRecord) =>
+        this.store.createPrompt(
+          r,
+          auditRow(
+            audit,
+            organizationId,
+            'prompt.created',
+            { type: 'prompt', id: r._id },
+            `${r.name} (${r.slug})`,
+          ),
+        ))
     const type = input.type ?? 'text'
     const content = buildContent(type, input, input.variables ?? [])
     if (type === 'text') {
@@ -210,7 +241,9 @@ export class PromptsService {
       createdAt: now,
       updatedAt: now,
     }
-    return this.insertWithUniqueSlug(record, write, knownTaken, input.slug)
+    const created = await this.insertWithUniqueSlug(record, store, knownTaken, input.slug)
+    if (audit) this.onOutboxWritten()
+    return created
   }
 
   /** One page of a workspace's prompts, with the workspace's counts. */
@@ -272,6 +305,7 @@ export class PromptsService {
     organizationId: string,
     id: string,
     body: UpdatePromptRequest,
+    audit?: AuditContext,
   ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
     const current = await this.get(organizationId, id)
     checkTypeUnchanged(current.type, body.type)
@@ -308,17 +342,30 @@ export class PromptsService {
     }
     let updated: PromptRecord | null
     try {
-      updated = await this.store.updatePrompt(
-        organizationId,
-        current._id,
-        patch,
-        patch.isPublic !== undefined ? visibilityChanged : undefined,
-      )
+      const events =
+        patch.isPublic !== undefined || audit
+          ? (before: PromptRecord, after: PromptRecord) => {
+              const visibility = visibilityChanged(before, after)
+              const action = visibility.length > 0 ? 'prompt.visibility.changed' : 'prompt.updated'
+              const summary =
+                visibility.length > 0
+                  ? `made ${after.slug} ${after.isPublic ? 'public' : 'private'}`
+                  : `updated ${Object.keys(body)
+                      .filter((k) => k !== 'organizationId')
+                      .join(', ')} of ${after.slug}`
+              return [
+                ...visibility,
+                ...auditRow(audit, organizationId, action, { type: 'prompt', id }, summary),
+              ]
+            }
+          : undefined
+      updated = await this.store.updatePrompt(organizationId, current._id, patch, events)
     } catch (err) {
       if (err instanceof DuplicateSlugError && patch.slug !== undefined) throw slugTaken(patch.slug)
       throw err
     }
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (audit) this.onOutboxWritten()
     if (patch.isPublic !== undefined && patch.isPublic !== current.isPublic) {
       this.onOutboxWritten()
       this.changed(updated, 'visibility')
@@ -328,12 +375,15 @@ export class PromptsService {
     return { prompt: updated, ...(staleVariables ? { staleVariables } : {}) }
   }
 
-  async delete(organizationId: string, id: string, force = false): Promise<void> {
+  async delete(organizationId: string, id: string, force = false, audit?: AuditContext): Promise<void> {
     // A prompt others include answers 409 listing them, unless forced (their renders then fail
     // with INVALID_REFERENCE until they are edited).
     if (!force) await this.composition.refuseIfIncluded(await this.get(organizationId, id))
     const at = new Date().toISOString()
-    const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => promptDeleted(prompt, at))
+    const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => [
+      promptDeleted(prompt, at),
+      ...auditRow(audit, organizationId, 'prompt.deleted', { type: 'prompt', id }, `deleted ${prompt.slug}`),
+    ])
     if (!deleted) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed({ _id: id, organizationId }, 'deleted')
@@ -344,6 +394,7 @@ export class PromptsService {
     id: string,
     name: string,
     body: UpdateVariableRequest,
+    audit?: AuditContext,
   ): Promise<PromptRecord> {
     const current = await this.get(organizationId, id)
     const index = current.variables.findIndex((v) => v.name === name)
@@ -356,11 +407,23 @@ export class PromptsService {
     if (body.defaultValue === null) delete next.defaultValue
     else if (body.defaultValue !== undefined) next.defaultValue = body.defaultValue
     const variables = current.variables.map((v, i) => (i === index ? next : v))
-    const updated = await this.store.updatePrompt(organizationId, id, {
-      variables,
-      updatedAt: new Date().toISOString(),
-    })
+    const updated = await this.store.updatePrompt(
+      organizationId,
+      id,
+      { variables, updatedAt: new Date().toISOString() },
+      audit
+        ? (_before, after) =>
+            auditRow(
+              audit,
+              organizationId,
+              'prompt.updated',
+              { type: 'prompt', id },
+              `updated variable ${name} of ${after.slug}`,
+            )
+        : undefined,
+    )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (audit) this.onOutboxWritten()
     return updated
   }
 
@@ -370,15 +433,26 @@ export class PromptsService {
     promptId: string,
     author: Author,
     changeLog: string,
+    audit?: AuditContext,
   ): Promise<VersionRecord> {
     const before = await this.store.getPrompt(organizationId, promptId)
-    const extra = before
+    const dependents = before
       ? await this.composition.dependencyEvents(before, 'published', new Date().toISOString())
       : []
-    const version = await this.store.publish(organizationId, promptId, (prompt, next) => ({
-      ...buildPublished(prompt, next, author, changeLog),
-      extra,
-    }))
+    const version = await this.store.publish(organizationId, promptId, (prompt, next) => {
+      const built = buildPublished(prompt, next, author, changeLog)
+      const extra = [
+        ...dependents,
+        ...auditRow(
+          audit,
+          organizationId,
+          'prompt.published',
+          { type: 'prompt', id: promptId },
+          `published ${prompt.slug} v${next}${changeLog ? `: ${changeLog}` : ''}`,
+        ),
+      ]
+      return { ...built, extra }
+    })
     if (!version) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed({ _id: promptId, organizationId }, 'published')
@@ -386,14 +460,23 @@ export class PromptsService {
   }
 
   /** DELETE publish: the prompt leaves the public catalog; versions and pins are kept. */
-  async unpublish(organizationId: string, id: string): Promise<PromptRecord> {
+  async unpublish(organizationId: string, id: string, audit?: AuditContext): Promise<PromptRecord> {
     const current = await this.get(organizationId, id)
     if (!current.isPublic) return current
     const updated = await this.store.updatePrompt(
       organizationId,
       id,
       { isPublic: false, updatedAt: new Date().toISOString() },
-      visibilityChanged,
+      (before, after) => {
+        const visibility = visibilityChanged(before, after)
+        // A concurrent unpublish already made it private: nothing changed, nothing to record.
+        if (visibility.length === 0) return []
+        const summary = `removed ${after.slug} from the public catalog`
+        return [
+          ...visibility,
+          ...auditRow(audit, organizationId, 'prompt.visibility.changed', { type: 'prompt', id }, summary),
+        ]
+      },
     )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
@@ -411,17 +494,37 @@ export class PromptsService {
    * Copies a version's content (template, or a chat prompt's messages), variables and config
    * onto the draft; history and currentVersionId stay. A version without config clears it.
    */
-  async restore(organizationId: string, id: string, versionId: string): Promise<PromptRecord> {
+  async restore(
+    organizationId: string,
+    id: string,
+    versionId: string,
+    audit?: AuditContext,
+  ): Promise<PromptRecord> {
     const prompt = await this.get(organizationId, id)
     const version = await this.version(prompt, versionId)
-    const updated = await this.store.updatePrompt(organizationId, id, {
-      template: version.template,
-      ...(version.type === 'chat' && version.messages ? { messages: version.messages } : {}),
-      variables: version.variables,
-      config: version.config ?? null,
-      updatedAt: new Date().toISOString(),
-    })
+    const updated = await this.store.updatePrompt(
+      organizationId,
+      id,
+      {
+        template: version.template,
+        ...(version.type === 'chat' && version.messages ? { messages: version.messages } : {}),
+        variables: version.variables,
+        config: version.config ?? null,
+        updatedAt: new Date().toISOString(),
+      },
+      audit
+        ? (_before, after) =>
+            auditRow(
+              audit,
+              organizationId,
+              'prompt.restored',
+              { type: 'prompt', id },
+              `restored the draft of ${after.slug} from v${version.version}`,
+            )
+        : undefined,
+    )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    if (audit) this.onOutboxWritten()
     return updated
   }
 
@@ -433,34 +536,148 @@ export class PromptsService {
     return diffVersions(a, b, { from, to })
   }
 
+  /** The pins, a split's variants with the invocations render has counted so far. */
   async environments(organizationId: string, id: string): Promise<Environments> {
     const prompt = await this.get(organizationId, id)
-    return { preview: prompt.environments.preview, production: prompt.environments.production }
+    const { preview, production } = prompt.environments
+    const splitIds = [preview?.split?.id, production?.split?.id].filter((x): x is string => !!x)
+    const counts = await this.store.splitCounts(splitIds)
+    const withCounts = (pin: Pin | null): Pin | null => {
+      if (!pin?.split) return pin
+      const c = counts.get(pin.split.id) ?? []
+      return {
+        ...pin,
+        split: {
+          ...pin.split,
+          variants: pin.split.variants.map((v, i) => ({ ...v, invocations: c[i] ?? 0 })),
+        },
+      }
+    }
+    return { preview: withCounts(preview), production: withCounts(production) }
   }
 
-  async promote(
+  /** A workspace's audit entries, newest first (DESIGN section 15). */
+  listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
+    return this.store.listAudit(filter, page)
+  }
+
+  /** Render's invocations per split variant, added to the counts. */
+  async addSplitCounts(counts: SplitCount[]): Promise<void> {
+    await this.store.addSplitCounts(counts)
+  }
+
+  /** An environment's promotes, newest first (DESIGN section 15). */
+  async environmentHistory(
     organizationId: string,
     id: string,
     env: EnvironmentName,
-    versionId: string,
-    promotedBy: string,
-  ): Promise<Pin> {
+    page: Page,
+  ): Promise<EnvironmentHistory> {
     const prompt = await this.get(organizationId, id)
-    const version = await this.version(prompt, versionId)
-    if (version.status !== 'PUBLISHED') {
-      throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be promoted')
+    const { entries, total } = await this.store.listEnvHistory(prompt._id, env, page)
+    return {
+      entries: entries.map((e) => ({
+        versionId: e.versionId,
+        version: e.version,
+        ...(e.split ? { split: e.split } : {}),
+        promotedBy: e.promotedBy,
+        promotedByType: e.promotedByType,
+        promotedAt: e.promotedAt,
+      })),
+      pagination: pagination(page.page, page.limit, total),
     }
-    const pin: Pin = {
-      versionId: version._id,
-      version: version.version,
-      promotedAt: new Date().toISOString(),
-      promotedBy,
+  }
+
+  /**
+   * Pins a published version (by id or number), or a split of 2 to 5 of them, to `env`; a plain
+   * promote ends a split. The pin, its history entry and `environment.promoted` are written in one
+   * transaction. The caller's right to move a protected environment is checked first.
+   */
+  async promote(
+    caller: CallerContext,
+    organizationId: string,
+    id: string,
+    env: EnvironmentName,
+    target: PromoteTarget,
+    audit?: AuditContext,
+  ): Promise<Pin> {
+    const actor = caller.kind === 'apiKey' ? caller.apiKeyId : caller.userId
+    if (!actor) throw new AppError('AUTH_REQUIRED', 'credentials are required')
+    const prompt = await this.get(organizationId, id)
+    checkMayPromote(
+      caller,
+      env,
+      await this.orgSettings.protectedEnvironments(organizationId, caller.requestId),
+    )
+    const published = async (pick: { versionId: string } | { version: number }): Promise<VersionRecord> => {
+      const version =
+        'versionId' in pick
+          ? await this.store.getVersion(prompt._id, pick.versionId)
+          : await this.store.getVersionByNumber(prompt._id, pick.version)
+      if (!version) {
+        const named = 'versionId' in pick ? pick.versionId : `v${pick.version}`
+        throw new AppError('VERSION_NOT_FOUND', `version ${named} is not a version of this prompt`)
+      }
+      if (version.status !== 'PUBLISHED') {
+        throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be promoted')
+      }
+      return version
     }
-    const dependents = await this.composition.dependencyEvents(prompt, env, pin.promotedAt)
-    const updated = await this.store.setPin(organizationId, id, env, pin, pin.promotedAt, (after) => [
-      environmentPromoted(after, env, pin),
-      ...dependents,
-    ])
+    const promotedAt = new Date().toISOString()
+    let pin: Pin
+    if ('split' in target) {
+      const versions = await Promise.all(target.split.map((v) => published({ versionId: v.versionId })))
+      const variants = versions.map((v, i) => ({
+        versionId: v._id,
+        version: v.version,
+        weight: target.split[i]?.weight ?? 0,
+      }))
+      const first = variants[0] as (typeof variants)[number]
+      pin = {
+        versionId: first.versionId,
+        version: first.version,
+        promotedAt,
+        promotedBy: actor,
+        split: { id: newId(), variants },
+      }
+    } else {
+      const version = await published(target)
+      pin = { versionId: version._id, version: version.version, promotedAt, promotedBy: actor }
+    }
+    const history: EnvHistoryRecord = {
+      _id: newId(),
+      promptId: prompt._id,
+      organizationId,
+      environment: env,
+      versionId: pin.versionId,
+      version: pin.version,
+      ...(pin.split ? { split: pin.split } : {}),
+      promotedBy: actor,
+      promotedByType: caller.kind === 'apiKey' ? 'apiKey' : 'user',
+      promotedAt,
+    }
+    const dependents = await this.composition.dependencyEvents(prompt, env, promotedAt)
+    const updated = await this.store.setPin(
+      organizationId,
+      id,
+      env,
+      pin,
+      promotedAt,
+      (after) => [
+        environmentPromoted(after, env, pin),
+        ...dependents,
+        ...auditRow(
+          audit,
+          organizationId,
+          'environment.promoted',
+          { type: 'prompt', id },
+          pin.split
+            ? `split ${env} of ${after.slug}: ${pin.split.variants.map((v) => `v${v.version} ${v.weight}%`).join(', ')}`
+            : `promoted ${after.slug} v${pin.version} to ${env}`,
+        ),
+      ],
+      history,
+    )
     if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed(updated, 'promoted')
@@ -478,6 +695,7 @@ export class PromptsService {
     targetOrganizationId: string,
     name: string,
     author: Author,
+    audit?: AuditContext,
   ): Promise<{ prompt: PromptRecord; version: VersionRecord }> {
     if (version.status !== 'PUBLISHED') {
       throw new AppError('VERSION_NOT_PUBLISHED', 'only a published version can be forked')
@@ -516,7 +734,16 @@ export class PromptsService {
       await this.store.createWithVersion(
         { ...candidate, currentVersionId: built.version._id },
         built.version,
-        built.outbox,
+        [
+          built.outbox,
+          ...auditRow(
+            audit,
+            targetOrganizationId,
+            'prompt.forked',
+            { type: 'prompt', id: candidate._id },
+            `forked ${source.slug} v${version.version} as ${candidate.slug}`,
+          ),
+        ],
       )
     })
     if (!first) throw new Error('fork: no version written')
@@ -582,6 +809,7 @@ export class PromptsService {
       ])
     }
     let version: VersionRecord | null
+    let split: Split | undefined
     if (selector.version !== undefined) {
       version = await this.store.getVersionByNumber(prompt._id, selector.version)
       if (!version) throw new AppError('VERSION_NOT_FOUND', `version ${selector.version} does not exist`)
@@ -590,6 +818,8 @@ export class PromptsService {
       if (!pin) throw new AppError('ENVIRONMENT_NOT_SET', `no version is promoted to ${selector.env}`)
       version = await this.store.getVersion(prompt._id, pin.versionId)
       if (!version) throw new AppError('VERSION_NOT_FOUND', 'the pinned version no longer exists')
+      // Under a split, render picks the variant per subject and asks for it by number.
+      if (pin.split) split = pin.split
     } else {
       if (!prompt.currentVersionId)
         throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
@@ -606,6 +836,7 @@ export class PromptsService {
       template: version.template,
       variables: version.variables,
       ...contentFields(version),
+      ...(split ? { split } : {}),
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
 import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit'
 import {
   Binary,
@@ -18,7 +18,10 @@ import {
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type AuditFilter,
+  type EnvHistoryRecord,
   type ImportStep,
+  type SplitCount,
   LeaseLostError,
   type OutboxRecord,
   type Page,
@@ -85,6 +88,22 @@ function toBatch(doc: WithId<ImportBatchRecord>): ImportBatchRecord {
  * writes (publish, fork) run in a transaction, which needs a replica set (docker-compose
  * runs a single-node one). Indexes are created by `init()` at start-up.
  */
+/** An audit entry as stored: its id is the document's `_id`. */
+type AuditDoc = Omit<AuditEntry, 'id'> & { _id: string }
+
+function auditDoc(e: AuditEntry): Omit<AuditDoc, '_id'> {
+  const { id: _id, ...rest } = e
+  return rest
+}
+
+/** Invocations of one split variant; `_id` is `splitId:variant`. */
+interface SplitCountDoc {
+  _id: string
+  splitId: string
+  variant: number
+  count: number
+}
+
 export class MongoPromptStore implements PromptStore {
   private readonly client: MongoClient
   private readonly db: Db
@@ -93,6 +112,9 @@ export class MongoPromptStore implements PromptStore {
   private readonly outbox: Collection<OutboxRecord>
   private readonly batches: Collection<ImportBatchRecord>
   private readonly files: Collection<ImportFileDoc>
+  private readonly envHistory: Collection<EnvHistoryRecord>
+  private readonly audit: Collection<AuditDoc>
+  private readonly splitCountsColl: Collection<SplitCountDoc>
   private readonly ownsClient: boolean
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
@@ -104,6 +126,9 @@ export class MongoPromptStore implements PromptStore {
     this.outbox = this.db.collection('outbox')
     this.batches = this.db.collection('import_batches')
     this.files = this.db.collection('import_files')
+    this.envHistory = this.db.collection('env_history')
+    this.audit = this.db.collection('audit_log')
+    this.splitCountsColl = this.db.collection('split_counts')
   }
 
   async init(): Promise<void> {
@@ -128,6 +153,11 @@ export class MongoPromptStore implements PromptStore {
       ),
       this.batches.createIndex({ status: 1, leaseUntil: 1 }),
       this.ensureCollection('import_files'),
+      this.envHistory.createIndex({ promptId: 1, environment: 1, promotedAt: -1, _id: -1 }),
+      this.ensureCollection('env_history'),
+      this.audit.createIndex({ organizationId: 1, at: -1, _id: -1 }),
+      this.audit.createIndex({ at: 1 }),
+      this.splitCountsColl.createIndex({ splitId: 1 }),
     ])
     // Their narrower predecessors.
     await Promise.all([
@@ -153,8 +183,55 @@ export class MongoPromptStore implements PromptStore {
     }
   }
 
-  async createPrompt(prompt: PromptRecord): Promise<void> {
-    await unique(DuplicateSlugError, () => this.prompts.insertOne({ ...prompt }))
+  async createPrompt(prompt: PromptRecord, outbox: OutboxRecord[] = []): Promise<void> {
+    if (outbox.length === 0) {
+      await unique(DuplicateSlugError, () => this.prompts.insertOne({ ...prompt }))
+      return
+    }
+    await unique(DuplicateSlugError, () =>
+      this.inTransaction(async (session) => {
+        await this.prompts.insertOne({ ...prompt }, { session })
+        await this.outbox.insertMany(
+          outbox.map((o) => ({ ...o })),
+          { session },
+        )
+      }),
+    )
+  }
+
+  async recordAudit(row: OutboxRecord, at: string): Promise<void> {
+    const entry = row.payload as AuditEntry
+    // Idempotent by entry id: a relay that stopped after this and before marking the row sent
+    // copies it again, which changes nothing.
+    await this.audit.updateOne({ _id: entry.id }, { $setOnInsert: auditDoc(entry) }, { upsert: true })
+    await this.outbox.updateOne({ _id: row._id }, { $set: { sentAt: at } })
+  }
+
+  async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
+    const query: Filter<AuditDoc> = { organizationId: filter.organizationId }
+    if (filter.actor !== undefined) query['actor.id'] = filter.actor
+    if (filter.action !== undefined) query.action = filter.action
+    if (filter.resourceId !== undefined) query['resource.id'] = filter.resourceId
+    if (filter.from !== undefined || filter.to !== undefined) {
+      query.at = {
+        ...(filter.from !== undefined ? { $gte: filter.from } : {}),
+        ...(filter.to !== undefined ? { $lte: filter.to } : {}),
+      }
+    }
+    const [docs, total] = await Promise.all([
+      this.audit
+        .find(query)
+        .sort({ at: -1, _id: -1 })
+        .skip((page.page - 1) * page.limit)
+        .limit(page.limit)
+        .toArray(),
+      this.audit.countDocuments(query),
+    ])
+    return { entries: docs.map(({ _id, ...rest }) => ({ id: _id, ...rest })), total }
+  }
+
+  async pruneAudit(before: string): Promise<number> {
+    return (await this.audit.deleteMany({ at: { $lt: before } })).deletedCount
   }
 
   async getPrompt(organizationId: string, id: string): Promise<PromptRecord | null> {
@@ -289,8 +366,13 @@ export class MongoPromptStore implements PromptStore {
       const deleted = await this.prompts.findOneAndDelete({ _id: id, organizationId }, { session })
       if (!deleted) return null
       await this.versions.deleteMany({ promptId: id }, { session })
+      await this.envHistory.deleteMany({ promptId: id }, { session })
       const prompt = withType(deleted)
-      if (event) await this.outbox.insertOne({ ...event(prompt) }, { session })
+      if (event)
+        await this.outbox.insertMany(
+          [event(prompt)].flat().map((o) => ({ ...o })),
+          { session },
+        )
       return prompt
     })
   }
@@ -302,6 +384,7 @@ export class MongoPromptStore implements PromptStore {
     pin: Pin,
     updatedAt: string,
     event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
+    history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null> {
     // A dotted path sets one environment only: a concurrent promote of the other one is kept.
     const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt }
@@ -317,8 +400,52 @@ export class MongoPromptStore implements PromptStore {
         const records = [event(prompt)].flat().map((o) => ({ ...o }))
         if (records.length > 0) await this.outbox.insertMany(records, { session })
       }
+      if (history) await this.envHistory.insertOne({ ...history }, { session })
       return prompt
     })
+  }
+
+  async listEnvHistory(
+    promptId: string,
+    env: EnvironmentName,
+    page: Page,
+  ): Promise<{ entries: EnvHistoryRecord[]; total: number }> {
+    const filter = { promptId, environment: env }
+    const [entries, total] = await Promise.all([
+      this.envHistory
+        .find(filter)
+        .sort({ promotedAt: -1, _id: -1 })
+        .skip((page.page - 1) * page.limit)
+        .limit(page.limit)
+        .toArray(),
+      this.envHistory.countDocuments(filter),
+    ])
+    return { entries, total }
+  }
+
+  async addSplitCounts(counts: SplitCount[]): Promise<void> {
+    if (counts.length === 0) return
+    await this.splitCountsColl.bulkWrite(
+      counts.map((c) => ({
+        updateOne: {
+          filter: { _id: `${c.splitId}:${c.variant}` },
+          update: { $inc: { count: c.count }, $setOnInsert: { splitId: c.splitId, variant: c.variant } },
+          upsert: true,
+        },
+      })),
+      { ordered: false },
+    )
+  }
+
+  async splitCounts(splitIds: string[]): Promise<Map<string, number[]>> {
+    const found = new Map<string, number[]>()
+    if (splitIds.length === 0) return found
+    for (const doc of await this.splitCountsColl.find({ splitId: { $in: splitIds } }).toArray()) {
+      const list = found.get(doc.splitId) ?? []
+      list[doc.variant] = doc.count
+      found.set(doc.splitId, list)
+    }
+    return found
   }
 
   async publish(
@@ -372,12 +499,19 @@ export class MongoPromptStore implements PromptStore {
     throw new Error('publish: too much contention')
   }
 
-  async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
+  async createWithVersion(
+    prompt: PromptRecord,
+    version: VersionRecord,
+    outbox: OutboxRecord | OutboxRecord[],
+  ): Promise<void> {
     await unique(DuplicateSlugError, () =>
       this.inTransaction(async (session) => {
         await this.prompts.insertOne({ ...prompt }, { session })
         await this.versions.insertOne({ ...version }, { session })
-        await this.outbox.insertOne({ ...outbox }, { session })
+        await this.outbox.insertMany(
+          [outbox].flat().map((o) => ({ ...o })),
+          { session },
+        )
       }),
     )
   }

@@ -11,13 +11,16 @@ import {
   textOrNull,
   transaction,
 } from '@pm/kit'
-import type { EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
 import {
   type ChangeEvents,
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type AuditFilter,
+  type EnvHistoryRecord,
   type ImportStep,
+  type SplitCount,
   LeaseLostError,
   type OutboxRecord,
   type Page,
@@ -86,6 +89,23 @@ const MIGRATIONS: string[][] = [
   ],
   // 3. The trace context of the request that wrote an outbox event (its publish continues that trace, issue 18).
   ['ALTER TABLE outbox ADD COLUMN trace_headers TEXT'],
+  // 4. Release safety (issue 29): each environment's history, and invocations per split variant.
+  [
+    `CREATE TABLE env_history (
+      id TEXT PRIMARY KEY, prompt_id TEXT NOT NULL, organization_id TEXT NOT NULL, environment TEXT NOT NULL,
+      version_id TEXT NOT NULL, version INTEGER NOT NULL, split TEXT, promoted_by TEXT NOT NULL,
+      promoted_by_type TEXT NOT NULL, promoted_at TEXT NOT NULL)`,
+    'CREATE INDEX env_history_prompt ON env_history(prompt_id, environment, promoted_at DESC, id DESC)',
+    `CREATE TABLE split_counts (
+      split_id TEXT NOT NULL, variant INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (split_id, variant))`,
+    // The audit log: entries copied from the outbox by the relay (written there with their change).
+    `CREATE TABLE audit_log (
+      id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, at TEXT NOT NULL, actor_type TEXT NOT NULL,
+      actor_id TEXT NOT NULL, actor_name TEXT NOT NULL, action TEXT NOT NULL, resource_type TEXT NOT NULL,
+      resource_id TEXT NOT NULL, request_id TEXT NOT NULL, ip TEXT NOT NULL, summary TEXT NOT NULL)`,
+    'CREATE INDEX audit_log_org ON audit_log(organization_id, at DESC, id DESC)',
+    'CREATE INDEX audit_log_at ON audit_log(at)',
+  ],
 ]
 
 function migrate(db: DatabaseSync): void {
@@ -272,8 +292,93 @@ export class SqlitePromptStore implements PromptStore {
       )
   }
 
-  async createPrompt(p: PromptRecord): Promise<void> {
-    await unique(DuplicateSlugError, () => this.insertPrompt(p))
+  async createPrompt(p: PromptRecord, outbox: OutboxRecord[] = []): Promise<void> {
+    await unique(DuplicateSlugError, () =>
+      transaction(this.db, () => {
+        this.insertPrompt(p)
+        for (const o of outbox) this.insertOutbox(o)
+      }),
+    )
+  }
+
+  async recordAudit(row: OutboxRecord, at: string): Promise<void> {
+    const e = row.payload as AuditEntry
+    transaction(this.db, () => {
+      this.db
+        .prepare(
+          `INSERT INTO audit_log (id, organization_id, at, actor_type, actor_id, actor_name, action, resource_type,
+           resource_id, request_id, ip, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+        )
+        .run(
+          e.id,
+          e.organizationId,
+          e.at,
+          e.actor.type,
+          e.actor.id,
+          e.actor.name,
+          e.action,
+          e.resource.type,
+          e.resource.id,
+          e.requestId,
+          e.ip,
+          e.summary,
+        )
+      this.db.prepare('UPDATE outbox SET sent_at = ? WHERE id = ?').run(at, row._id)
+    })
+  }
+
+  async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
+    const where = ['organization_id = ?']
+    const params: SQLInputValue[] = [filter.organizationId]
+    if (filter.actor !== undefined) {
+      where.push('actor_id = ?')
+      params.push(filter.actor)
+    }
+    if (filter.action !== undefined) {
+      where.push('action = ?')
+      params.push(filter.action)
+    }
+    if (filter.resourceId !== undefined) {
+      where.push('resource_id = ?')
+      params.push(filter.resourceId)
+    }
+    if (filter.from !== undefined) {
+      where.push('at >= ?')
+      params.push(filter.from)
+    }
+    if (filter.to !== undefined) {
+      where.push('at <= ?')
+      params.push(filter.to)
+    }
+    const clause = where.join(' AND ')
+    const rows = this.db
+      .prepare(`SELECT * FROM audit_log WHERE ${clause} ORDER BY at DESC, id DESC LIMIT ? OFFSET ?`)
+      .all(...params, page.limit, (page.page - 1) * page.limit) as Row[]
+    const total = Number(
+      queryOne(this.db, `SELECT COUNT(*) AS n FROM audit_log WHERE ${clause}`, ...params)?.n ?? 0,
+    )
+    return {
+      entries: rows.map((r) => ({
+        id: s(r.id),
+        at: s(r.at),
+        organizationId: s(r.organization_id),
+        actor: {
+          type: r.actor_type === 'apiKey' ? 'apiKey' : 'user',
+          id: s(r.actor_id),
+          name: s(r.actor_name),
+        },
+        action: s(r.action),
+        resource: { type: s(r.resource_type), id: s(r.resource_id) },
+        requestId: s(r.request_id),
+        ip: s(r.ip),
+        summary: s(r.summary),
+      })),
+      total,
+    }
+  }
+
+  async pruneAudit(before: string): Promise<number> {
+    return Number(this.db.prepare('DELETE FROM audit_log WHERE at < ?').run(before).changes)
   }
 
   /** The row of `table` whose columns match `where`, read by `map`; null when there is none. */
@@ -419,7 +524,8 @@ export class SqlitePromptStore implements PromptStore {
       if (!deleted) return null
       this.db.prepare('DELETE FROM prompts WHERE id = ? AND organization_id = ?').run(id, organizationId)
       this.db.prepare('DELETE FROM versions WHERE prompt_id = ?').run(id)
-      if (event) this.insertOutbox(event(deleted))
+      this.db.prepare('DELETE FROM env_history WHERE prompt_id = ?').run(id)
+      if (event) for (const o of [event(deleted)].flat()) this.insertOutbox(o)
       return deleted
     })
   }
@@ -431,6 +537,7 @@ export class SqlitePromptStore implements PromptStore {
     pin: Pin,
     updatedAt: string,
     event?: (after: PromptRecord) => OutboxRecord,
+    history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null> {
     return transaction(this.db, () => {
       // json_set on the one key: a concurrent promote of the other environment is not overwritten.
@@ -443,8 +550,89 @@ export class SqlitePromptStore implements PromptStore {
       if (result.changes === 0) return null
       const after = this.findPrompt(organizationId, id)
       if (after && event) for (const o of [event(after)].flat()) this.insertOutbox(o)
+      if (after && history) {
+        this.db
+          .prepare(
+            `INSERT INTO env_history (id, prompt_id, organization_id, environment, version_id, version, split,
+             promoted_by, promoted_by_type, promoted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            history._id,
+            history.promptId,
+            history.organizationId,
+            history.environment,
+            history.versionId,
+            history.version,
+            json(history.split),
+            history.promotedBy,
+            history.promotedByType,
+            history.promotedAt,
+          )
+      }
       return after
     })
+  }
+
+  async listEnvHistory(
+    promptId: string,
+    env: EnvironmentName,
+    page: Page,
+  ): Promise<{ entries: EnvHistoryRecord[]; total: number }> {
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM env_history WHERE prompt_id = ? AND environment = ?
+         ORDER BY promoted_at DESC, id DESC LIMIT ? OFFSET ?`,
+      )
+      .all(promptId, env, page.limit, (page.page - 1) * page.limit) as Row[]
+    const total = Number(
+      queryOne(
+        this.db,
+        'SELECT COUNT(*) AS n FROM env_history WHERE prompt_id = ? AND environment = ?',
+        promptId,
+        env,
+      )?.n ?? 0,
+    )
+    return {
+      entries: rows.map((r) => ({
+        _id: s(r.id),
+        promptId: s(r.prompt_id),
+        organizationId: s(r.organization_id),
+        environment: s(r.environment) as EnvironmentName,
+        versionId: s(r.version_id),
+        version: Number(r.version),
+        ...(r.split ? { split: JSON.parse(s(r.split)) as EnvHistoryRecord['split'] } : {}),
+        promotedBy: s(r.promoted_by),
+        promotedByType: r.promoted_by_type === 'apiKey' ? 'apiKey' : 'user',
+        promotedAt: s(r.promoted_at),
+      })),
+      total,
+    }
+  }
+
+  async addSplitCounts(counts: SplitCount[]): Promise<void> {
+    if (counts.length === 0) return
+    transaction(this.db, () => {
+      const add = this.db.prepare(
+        `INSERT INTO split_counts (split_id, variant, count) VALUES (?, ?, ?)
+         ON CONFLICT (split_id, variant) DO UPDATE SET count = count + excluded.count`,
+      )
+      for (const c of counts) add.run(c.splitId, c.variant, c.count)
+    })
+  }
+
+  async splitCounts(splitIds: string[]): Promise<Map<string, number[]>> {
+    const found = new Map<string, number[]>()
+    if (splitIds.length === 0) return found
+    const rows = this.db
+      .prepare(`SELECT * FROM split_counts WHERE split_id IN (${splitIds.map(() => '?').join(', ')})`)
+      .all(...splitIds) as Row[]
+    for (const r of rows) {
+      const id = s(r.split_id)
+      const list = found.get(id) ?? []
+      list[Number(r.variant)] = Number(r.count)
+      found.set(id, list)
+    }
+    return found
   }
 
   async publish(
@@ -468,12 +656,16 @@ export class SqlitePromptStore implements PromptStore {
     })
   }
 
-  async createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void> {
+  async createWithVersion(
+    prompt: PromptRecord,
+    version: VersionRecord,
+    outbox: OutboxRecord | OutboxRecord[],
+  ): Promise<void> {
     await unique(DuplicateSlugError, () =>
       transaction(this.db, () => {
         this.insertPrompt(prompt)
         this.insertVersion(version)
-        this.insertOutbox(outbox)
+        for (const o of [outbox].flat()) this.insertOutbox(o)
       }),
     )
   }

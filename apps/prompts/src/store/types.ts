@@ -1,4 +1,5 @@
 import type {
+  AuditEntry,
   Author,
   ChatMessage,
   EnvironmentName,
@@ -6,6 +7,7 @@ import type {
   ImportStatus,
   Pin,
   PromptConfig,
+  Split,
   PromptType,
   Variable,
   VersionStatus,
@@ -50,6 +52,27 @@ export interface VersionRecord {
   config?: PromptConfig
   createdBy: Author
   changeLog: string
+}
+
+/** One promote of an environment (DESIGN section 15), written in the promote's transaction. */
+export interface EnvHistoryRecord {
+  _id: string
+  promptId: string
+  organizationId: string
+  environment: EnvironmentName
+  versionId: string
+  version: number
+  split?: Split
+  promotedBy: string
+  promotedByType: 'user' | 'apiKey'
+  promotedAt: string
+}
+
+/** Invocations of one variant of a split, as render reports them (added to what is counted). */
+export interface SplitCount {
+  splitId: string
+  variant: number
+  count: number
 }
 
 export interface OutboxRecord {
@@ -120,6 +143,16 @@ export class DuplicateImportError extends Error {
   }
 }
 
+/** Which audit entries of a workspace (DESIGN section 15). */
+export interface AuditFilter {
+  organizationId: string
+  actor?: string
+  action?: string
+  resourceId?: string
+  from?: string
+  to?: string
+}
+
 export interface PromptFilter {
   organizationId: string
   search?: string
@@ -161,11 +194,7 @@ export type ChangeEvents = (before: PromptRecord, after: PromptRecord) => Outbox
 export type VersionBuilder = (
   prompt: PromptRecord,
   nextVersion: number,
-) => {
-  version: VersionRecord
-  outbox: OutboxRecord /** More events of the change (dependents). */
-  extra?: OutboxRecord[]
-}
+) => { version: VersionRecord; outbox: OutboxRecord; extra?: OutboxRecord[] }
 
 export class DuplicateSlugError extends Error {
   constructor() {
@@ -195,7 +224,8 @@ export function uniqueWrites(isDuplicate: (err: unknown) => boolean) {
  * or not at all, and two concurrent publishes get consecutive numbers.
  */
 export interface PromptStore {
-  createPrompt(prompt: PromptRecord): Promise<void>
+  /** With `outbox`, those rows are written in the same transaction (audit entries). */
+  createPrompt(prompt: PromptRecord, outbox?: OutboxRecord[]): Promise<void>
   getPrompt(organizationId: string, id: string): Promise<PromptRecord | null>
   /** Without a workspace check: for internal lookups that check visibility themselves. */
   getPromptById(id: string): Promise<PromptRecord | null>
@@ -221,7 +251,7 @@ export interface PromptStore {
   deletePrompt(
     organizationId: string,
     id: string,
-    event?: (deleted: PromptRecord) => OutboxRecord,
+    event?: (deleted: PromptRecord) => OutboxRecord | OutboxRecord[],
   ): Promise<PromptRecord | null>
   /**
    * Sets one environment's pin without touching the other (two promotes at once both land),
@@ -234,11 +264,27 @@ export interface PromptStore {
     pin: Pin,
     updatedAt: string,
     event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
+    /** The environment's history entry, written in the same transaction. */
+    history?: EnvHistoryRecord,
   ): Promise<PromptRecord | null>
+  /** An environment's promotes, newest first. */
+  listEnvHistory(
+    promptId: string,
+    env: EnvironmentName,
+    page: Page,
+  ): Promise<{ entries: EnvHistoryRecord[]; total: number }>
+  /** Adds render's counts of invocations per split variant. */
+  addSplitCounts(counts: SplitCount[]): Promise<void>
+  /** The counts of these splits, by split id (index = variant). */
+  splitCounts(splitIds: string[]): Promise<Map<string, number[]>>
 
   publish(organizationId: string, promptId: string, build: VersionBuilder): Promise<VersionRecord | null>
   /** Writes a forked prompt with its first version and event, atomically. */
-  createWithVersion(prompt: PromptRecord, version: VersionRecord, outbox: OutboxRecord): Promise<void>
+  createWithVersion(
+    prompt: PromptRecord,
+    version: VersionRecord,
+    outbox: OutboxRecord | OutboxRecord[],
+  ): Promise<void>
   listVersions(promptId: string, order: 'version' | 'publishedAt'): Promise<VersionRecord[]>
   getVersion(promptId: string, versionId: string): Promise<VersionRecord | null>
   getVersionByNumber(promptId: string, version: number): Promise<VersionRecord | null>
@@ -253,6 +299,13 @@ export interface PromptStore {
   ): Promise<Array<{ prompt: PromptRecord; current: VersionRecord | null }>>
   /** The versions with these ids (any prompt), in no particular order. */
   getVersionsByIds(ids: string[]): Promise<VersionRecord[]>
+
+  /** Copies an audit row of the outbox into the audit log (once, by entry id) and marks it sent, atomically. */
+  recordAudit(row: OutboxRecord, at: string): Promise<void>
+  /** A workspace's audit entries, newest first. */
+  listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }>
+  /** Forgets entries older than `before` (AUDIT_RETENTION_DAYS). */
+  pruneAudit(before: string): Promise<number>
 
   pendingOutbox(limit: number): Promise<OutboxRecord[]>
   markOutboxSent(id: string, at: string): Promise<void>

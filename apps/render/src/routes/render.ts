@@ -4,7 +4,7 @@ import { compileChat, compileLogic, renderChat, renderCompiled, renderTemplate }
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { RenderDeps } from '../deps.ts'
 import { type FetchReference, renderComposed } from '../services/compose.ts'
-import type { Resolver, ResolveRequest, Snapshot } from '../services/resolver.ts'
+import type { Resolver, ResolveRequest, Served, Snapshot } from '../services/resolver.ts'
 
 /**
  * Every render route's body is optional (its declaration says so): a request without a body,
@@ -51,6 +51,37 @@ function notMessageLists(names: string[]): AppError {
       message: 'must be an array of {role, content} with a known role and text content',
     })),
   )
+}
+
+const SUBJECT_MAX = 256
+
+/**
+ * Who an invoke is for (DESIGN section 15): `subject` in the body, else the `X-Subject-Id` header
+ * (1 to 256 characters; the body's schema checks its own).
+ */
+function subjectOf(request: FastifyRequest, body: { subject?: string }): string | undefined {
+  if (body.subject !== undefined) return body.subject
+  const header = request.headers['x-subject-id']
+  if (header === undefined) return undefined
+  if (typeof header !== 'string' || header.length === 0 || header.length > SUBJECT_MAX) {
+    throw new AppError('VALIDATION_ERROR', `X-Subject-Id must be 1 to ${SUBJECT_MAX} characters`, [
+      { path: '/headers/x-subject-id', message: `must be 1 to ${SUBJECT_MAX} characters` },
+    ])
+  }
+  return header
+}
+
+/** The result of a served request: the variant under a split, counted; the version in a header. */
+function served(
+  result: InvokeResult,
+  s: Served,
+  reply: FastifyReply,
+  countVariant: RenderDeps['countVariant'],
+): InvokeResult {
+  reply.header('x-prompt-version', String(s.snapshot.version))
+  if (s.variant === undefined || s.splitId === undefined) return result
+  countVariant?.(s.splitId, s.variant)
+  return { ...result, variant: s.variant }
 }
 
 /** Renders a published snapshot; required variables are the prompt's contract, enforced here. */
@@ -146,7 +177,8 @@ async function invokeComposed(
     fetch,
     maxOutputBytes,
   )
-  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+  if (outcome.missingRequired.length > 0)
+    throw missingRequired(outcome.missingRequired, snapshot.variables, values)
   reply.header('x-service-version', String(snapshot.version))
   return {
     renderedContent: outcome.renderedContent,
@@ -201,20 +233,27 @@ function compileLogicOrNull(template: string): ReturnType<typeof compileLogic> {
   }
 }
 
-export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderDeps): void {
+export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVariant }: RenderDeps): void {
   route(
     app,
     API_ROUTES.invokePrompt,
     async (request, reply) => {
       requireOrganization(request)
       const body = request.body ?? {}
-      const snapshot = await resolver.resolve({
+      const subject = subjectOf(request, body)
+      const s = await resolver.resolveServed({
         ...lookup(request, request.params.id),
         ...selector(request.query, body),
         publicOnly: false,
+        ...(subject !== undefined ? { subject } : {}),
       })
-      return invokeAny(snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
-        referenceFetcher(resolver, request),
+      return served(
+        await invokeAny(s.snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
+          referenceFetcher(resolver, request),
+        ),
+        s,
+        reply,
+        countVariant,
       )
     },
     { preValidation: noBodyAsObject },
@@ -227,13 +266,20 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes }: RenderD
     async (request, reply) => {
       requireOrganization(request)
       const body = request.body ?? {}
-      const snapshot = await resolver.resolveBySlug({
+      const subject = subjectOf(request, body)
+      const s = await resolver.resolveBySlugServed({
         ...callerOf(request),
         slug: request.params.slug,
         ...selector(request.query, body),
+        ...(subject !== undefined ? { subject } : {}),
       })
-      return invokeAny(snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
-        referenceFetcher(resolver, request),
+      return served(
+        await invokeAny(s.snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
+          referenceFetcher(resolver, request),
+        ),
+        s,
+        reply,
+        countVariant,
       )
     },
     { preValidation: noBodyAsObject },

@@ -7,6 +7,7 @@ import {
   isErrorCode,
   type PromptConfig,
   type ResolvedPrompt,
+  type Split,
   type Variable,
 } from '@pm/contracts'
 import { callInternal, closePool, type InternalAnswer, InternalTimeoutError, internalPath } from '@pm/kit'
@@ -20,6 +21,7 @@ import {
 } from '@pm/template'
 import { LRUCache } from 'lru-cache'
 import { Pool } from 'undici'
+import { pickVariant } from '../domain/split.ts'
 
 /** A published version, compiled once. Immutable, so it is shared by every request that names it. */
 export interface Snapshot {
@@ -44,6 +46,8 @@ export interface ResolveRequest {
   version?: number
   env?: EnvironmentName
   publicOnly: boolean
+  /** Who the request is for: picks a split's variant stably (DESIGN section 15). */
+  subject?: string
   /** Forwarded to the prompts service as is (it was signed by the gateway). */
   contextHeader: string
   requestId: string
@@ -67,6 +71,24 @@ export interface ResolverOptions {
   timeoutMs?: number
 }
 
+/** What a request is served: the snapshot and, under a split, which variant it is. */
+export interface Served {
+  snapshot: Snapshot
+  variant?: number
+  splitId?: string
+}
+
+/** A cached answer to "which version": a version id, or a split to pick from per request. */
+interface Pointer {
+  versionId: string
+  split?: Split
+}
+
+interface Looked {
+  snapshot: Snapshot
+  split?: Split
+}
+
 export interface ResolverStats {
   /** Lookups answered from the pointer cache. */
   hits: number
@@ -80,7 +102,7 @@ export interface ResolverStats {
 interface Flight {
   promptId: string
   key: string
-  promise: Promise<Snapshot>
+  promise: Promise<Looked>
   /** stale: a change event for the prompt arrived while the lookup was in flight, so its answer is not cached. */
   state: { stale: boolean }
 }
@@ -111,7 +133,7 @@ export class Resolver {
   private readonly pool: Pool
   private readonly timeoutMs: number
   private readonly snapshots: LRUCache<string, Snapshot>
-  private readonly pointers: LRUCache<string, string> | null
+  private readonly pointers: LRUCache<string, Pointer> | null
   /** Pointer keys by prompt id, so that an event drops exactly that prompt's entries. */
   private readonly keysByPrompt = new Map<string, Set<string>>()
   /** Which prompt a slug names, per workspace (`org|slug` → prompt id); dropped with the prompt's pointers. */
@@ -142,10 +164,10 @@ export class Resolver {
     })
     this.pointers =
       opts.resolveTtlMs > 0
-        ? new LRUCache<string, string>({
+        ? new LRUCache<string, Pointer>({
             max: opts.resolveCacheSize,
             ttl: opts.resolveTtlMs,
-            dispose: (_versionId, key) => this.unindex(key),
+            dispose: (_pointer, key) => this.unindex(key),
           })
         : null
     this.slugs =
@@ -207,18 +229,43 @@ export class Resolver {
   }
 
   async resolve(r: ResolveRequest): Promise<Snapshot> {
+    return (await this.resolveServed(r)).snapshot
+  }
+
+  /** The snapshot to render and, for an environment under a split, the variant picked for the subject. */
+  async resolveServed(r: ResolveRequest): Promise<Served> {
     const key = Resolver.key(r)
-    const versionId = this.pointers?.get(key)
-    if (versionId !== undefined) {
-      const cached = this.snapshots.get(versionId)
+    const pointer = this.pointers?.get(key)
+    if (pointer !== undefined) {
+      if (pointer.split) {
+        this.stats.hits++
+        return this.serveSplit(r, pointer.split, undefined)
+      }
+      const cached = this.snapshots.get(pointer.versionId)
       if (cached) {
         this.stats.hits++
-        return cached
+        return { snapshot: cached }
       }
     }
     const pending = this.flights.get(key)
-    if (pending) return pending.promise
-    return this.fly(key, r)
+    const looked = await (pending ? pending.promise : this.fly(key, r))
+    return looked.split ? this.serveSplit(r, looked.split, looked.snapshot) : { snapshot: looked.snapshot }
+  }
+
+  /**
+   * One variant of a split: picked by the subject's stable hash (or at random without one), its
+   * snapshot from the cache or asked for by version number (same access check, same caches).
+   * `first` is the first variant's snapshot when the lookup that found the split has it.
+   */
+  private async serveSplit(r: ResolveRequest, split: Split, first: Snapshot | undefined): Promise<Served> {
+    const variant = pickVariant(split, r.promptId, r.env ?? '', r.subject)
+    const chosen = split.variants[variant]
+    if (!chosen) throw new AppError('VERSION_NOT_FOUND', 'the split names no such variant')
+    const snapshot =
+      (variant === 0 ? first : undefined) ??
+      this.snapshots.get(chosen.versionId) ??
+      (await this.resolve({ ...r, env: undefined, version: chosen.version, subject: undefined }))
+    return { snapshot, variant, splitId: split.id }
   }
 
   /**
@@ -228,10 +275,16 @@ export class Resolver {
   async resolveBySlug(
     r: Omit<ResolveRequest, 'promptId' | 'publicOnly'> & { slug: string },
   ): Promise<Snapshot> {
+    return (await this.resolveBySlugServed(r)).snapshot
+  }
+
+  async resolveBySlugServed(
+    r: Omit<ResolveRequest, 'promptId' | 'publicOnly'> & { slug: string },
+  ): Promise<Served> {
     const slugKey = `${r.organizationId ?? ''}|${r.slug}`
     const promptId = this.slugs?.get(slugKey)
     const { slug, ...rest } = r
-    if (promptId !== undefined) return this.resolve({ ...rest, promptId, publicOnly: false })
+    if (promptId !== undefined) return this.resolveServed({ ...rest, promptId, publicOnly: false })
     this.stats.fetches++
     const generation = this.generation
     const resolved = await this.getJson<ResolvedPrompt>(
@@ -248,19 +301,32 @@ export class Resolver {
       }
       keys.add(slugKey)
       const request = { ...rest, promptId: resolved.promptId, publicOnly: false }
-      this.remember(Resolver.key(request), resolved.promptId, resolved.versionId)
+      this.remember(Resolver.key(request), resolved.promptId, Resolver.pointer(resolved))
     }
-    return snapshot
+    if (resolved.split) {
+      return this.serveSplit(
+        { ...rest, promptId: resolved.promptId, publicOnly: false },
+        resolved.split,
+        snapshot,
+      )
+    }
+    return { snapshot }
   }
 
-  private fly(key: string, r: ResolveRequest): Promise<Snapshot> {
+  private static pointer(resolved: ResolvedPrompt): Pointer {
+    return resolved.split
+      ? { versionId: resolved.versionId, split: resolved.split }
+      : { versionId: resolved.versionId }
+  }
+
+  private fly(key: string, r: ResolveRequest): Promise<Looked> {
     this.stats.fetches++
     const state = { stale: false }
     const promise = this.fetch(r)
-      .then((resolved) => {
+      .then((resolved): Looked => {
         const snapshot = this.snapshot(resolved)
-        if (!state.stale) this.remember(key, r.promptId, resolved.versionId)
-        return snapshot
+        if (!state.stale) this.remember(key, r.promptId, Resolver.pointer(resolved))
+        return resolved.split ? { snapshot, split: resolved.split } : { snapshot }
       })
       .finally(() => {
         if (this.flights.get(key) === flight) this.flights.delete(key)
@@ -281,9 +347,9 @@ export class Resolver {
     return promise
   }
 
-  private remember(key: string, promptId: string, versionId: string): void {
+  private remember(key: string, promptId: string, pointer: Pointer): void {
     if (!this.pointers) return
-    this.pointers.set(key, versionId)
+    this.pointers.set(key, pointer)
     let keys = this.keysByPrompt.get(promptId)
     if (!keys) {
       keys = new Set()

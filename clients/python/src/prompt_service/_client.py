@@ -240,15 +240,26 @@ class PromptClient:
         env: Optional[str] = None,
         organization_id: Optional[str] = None,
         cache: bool = True,
+        subject: Optional[str] = None,
     ) -> RenderedPrompt:
         """Renders a prompt's published content (or ``version``, or the ``env`` pin).
 
         Cached by prompt, version or environment and variables; served stale while refreshing;
         rendered from the fallback template when the service cannot be reached and nothing is
-        cached.
+        cached. ``subject``: with an ``env`` under a split, the same subject always gets the
+        same version (part of the cache key).
         """
         return self._invoke(
-            _INVOKE, {"id": prompt_id}, f"{prompt_id}|", prompt_id, variables, version, env, organization_id, cache
+            _INVOKE,
+            {"id": prompt_id},
+            f"{prompt_id}|",
+            prompt_id,
+            variables,
+            version,
+            env,
+            organization_id,
+            cache,
+            subject,
         )
 
     def invoke_by_slug(
@@ -260,10 +271,20 @@ class PromptClient:
         env: Optional[str] = None,
         organization_id: Optional[str] = None,
         cache: bool = True,
+        subject: Optional[str] = None,
     ) -> RenderedPrompt:
         """``invoke`` by the prompt's slug (its stable name in the workspace)."""
         return self._invoke(
-            _INVOKE_BY_SLUG, {"slug": slug}, _slug_prefix(slug), slug, variables, version, env, organization_id, cache
+            _INVOKE_BY_SLUG,
+            {"slug": slug},
+            _slug_prefix(slug),
+            slug,
+            variables,
+            version,
+            env,
+            organization_id,
+            cache,
+            subject,
         )
 
     def _invoke(
@@ -277,17 +298,20 @@ class PromptClient:
         env: Optional[str],
         organization_id: Optional[str],
         cache: bool,
+        subject: Optional[str] = None,
     ) -> RenderedPrompt:
         if env is not None and env not in _ENVIRONMENTS:
             raise ValueError("env is 'preview' or 'production'")
         values = dict(variables or {})
         org = organization_id or self._organization_id or ""
-        key = f"{prefix}invoke|{org}|{version or ''}|{env or ''}|{stable_key(values)}"
+        key = f"{prefix}invoke|{org}|{version or ''}|{env or ''}|{subject or ''}|{stable_key(values)}"
 
         def load() -> Dict[str, Any]:
             body: Dict[str, Any] = {"variables": values}
             if version:
                 body["version"] = version
+            if subject is not None:
+                body["subject"] = subject
             answer: Dict[str, Any] = self._transport.call(
                 route, params, {"env": env, "organizationId": organization_id}, body
             )

@@ -57,12 +57,16 @@ export const ORGANIZATION_ROUTES = {
     method: 'PATCH',
     path: ORG_PREFIX,
     tag: 'organizations',
-    summary: 'Rename an organization',
+    summary: 'Rename an organization, or set its protected environments',
+    description:
+      '`protectedEnvironments` (OWNER/ADMIN user token only, else 403 FORBIDDEN): promoting to one of ' +
+      'them then needs an OWNER/ADMIN or an API key with `environments:promote-protected`.',
     ...keyOrUser('identity', 'path', 'organization:write'),
     params: OrganizationParams,
     body: UpdateOrganizationRequest,
     status: 200,
     response: Organization,
+    errors: ['FORBIDDEN'],
   },
   // ---- members
 

@@ -79,7 +79,7 @@ interface RouteSpecBase {
   /** false: the body is sent as it is, without `{data}` (health, the document itself). */
   envelope?: boolean
   /** Default application/json. */
-  produces?: 'application/json' | 'text/html'
+  produces?: 'application/json' | 'text/html' | 'text/csv'
   headers?: readonly RouteHeader[]
   /** Failures particular to this route; the common ones follow from auth, scope and inputs. */
   errors?: readonly ErrorCode[]

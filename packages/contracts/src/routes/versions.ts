@@ -8,6 +8,8 @@ import {
   ListVersionsQuery,
   Pin,
   PromoteRequest,
+  EnvironmentHistory,
+  EnvironmentHistoryQuery,
   Prompt,
   PromptVersion,
   PublishRequest,
@@ -154,12 +156,29 @@ export const VERSION_ROUTES = {
     path: `${PROMPT_PREFIX}/environments/:env/promote`,
     tag: 'environments',
     summary: 'Pin a published version to an environment',
-    description: 'Emits `environment.promoted`.',
+    description:
+      'Exactly one of `versionId`, `version` (the number) or `split` (2 to 5 published versions of ' +
+      'this prompt with integer weights summing to 100; invoke then picks a variant by a stable hash ' +
+      'of the subject). A plain promote ends a split. An environment the organization protects needs ' +
+      'an OWNER/ADMIN user token or an API key with `environments:promote-protected` (else 403 ' +
+      'FORBIDDEN). Emits `environment.promoted`.',
     ...keyOrUser('prompts', 'context', 'prompts:write'),
     params: EnvParams,
     body: PromoteRequest,
     status: 200,
     response: Pin,
-    errors: ['VERSION_NOT_FOUND', 'VERSION_NOT_PUBLISHED'],
+    errors: ['VERSION_NOT_FOUND', 'VERSION_NOT_PUBLISHED', 'FORBIDDEN'],
+  },
+  getEnvironmentHistory: {
+    method: 'GET',
+    path: `${PROMPT_PREFIX}/environments/:env/history`,
+    tag: 'environments',
+    summary: "An environment's promotes, newest first",
+    description: 'Each promote (or rollback, a promote of an earlier version) with who made it and when.',
+    ...keyOrUser('prompts', 'context', 'prompts:read'),
+    params: EnvParams,
+    query: EnvironmentHistoryQuery,
+    status: 200,
+    response: EnvironmentHistory,
   },
 } as const satisfies Record<string, RouteSpec>

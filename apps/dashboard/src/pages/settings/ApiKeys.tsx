@@ -10,6 +10,7 @@ const SCOPE_HINTS: Record<Scope, string> = {
   'prompts:write': 'create, update and delete prompts',
   'organization:read': 'read the organization and its members',
   'organization:write': 'change settings, members and webhooks',
+  'environments:promote-protected': 'promote to protected environments (e.g. production)',
 }
 
 /** API keys: the list (never the key itself), minting one (shown once), revoking. */

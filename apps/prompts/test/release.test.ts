@@ -1,0 +1,235 @@
+import type { EnvironmentHistory, Environments, Pin, Prompt, PromptVersion } from '@pm/contracts'
+import { newId } from '@pm/kit'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type Harness, harness } from './helpers.ts'
+
+// One service for the file; each test makes its own prompt.
+let t: Harness
+beforeAll(async () => {
+  t = await harness()
+})
+afterAll(async () => {
+  await t.close()
+})
+
+async function promptWithVersions(n: number): Promise<{ prompt: Prompt; versions: PromptVersion[] }> {
+  const created = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/prompts',
+    headers: t.as(),
+    payload: { name: `Release ${newId()}`, template: 'v0 {{name}}' },
+  })
+  const prompt = created.json<Prompt>()
+  const versions: PromptVersion[] = []
+  for (let i = 1; i <= n; i++) {
+    await t.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/prompts/${prompt._id}`,
+      headers: t.as(),
+      payload: { template: `v${i} {{name}}` },
+    })
+    const res = await t.app.inject({
+      method: 'POST',
+      url: `/api/v1/prompts/${prompt._id}/publish`,
+      headers: t.as(),
+    })
+    versions.push(res.json<PromptVersion>())
+  }
+  return { prompt, versions }
+}
+
+function promote(id: string, body: unknown, headers = t.as(), env = 'production') {
+  return t.app.inject({
+    method: 'POST',
+    url: `/api/v1/prompts/${id}/environments/${env}/promote`,
+    headers,
+    payload: body as Record<string, unknown>,
+  })
+}
+
+describe('promote: by id, by number, or a split; exactly one', () => {
+  it('promotes by version number', async () => {
+    const { prompt, versions } = await promptWithVersions(2)
+    const res = await promote(prompt._id, { version: 1 })
+    expect(res.statusCode).toBe(200)
+    expect(res.json<Pin>()).toMatchObject({ versionId: versions[0]?._id, version: 1 })
+    expect((await promote(prompt._id, { version: 9 })).json().error.code).toBe('VERSION_NOT_FOUND')
+  })
+
+  it('refuses none, two, or an unknown field with 400 VALIDATION_ERROR', async () => {
+    const { prompt, versions } = await promptWithVersions(1)
+    for (const body of [
+      {},
+      { version: 1, versionId: versions[0]?._id },
+      { version: 1, other: 1 },
+      { version: 0 },
+    ]) {
+      const res = await promote(prompt._id, body)
+      expect(res.statusCode, JSON.stringify(body)).toBe(400)
+      expect(res.json().error.code).toBe('VALIDATION_ERROR')
+    }
+  })
+
+  it('validates a split: count, sum, duplicates, unpublished or foreign versions', async () => {
+    const { prompt, versions } = await promptWithVersions(3)
+    const other = await promptWithVersions(1)
+    const [a, b, c] = versions.map((v) => v._id) as [string, string, string]
+    const cases: [unknown, number, string][] = [
+      [{ split: [{ versionId: a, weight: 100 }] }, 400, 'VALIDATION_ERROR'],
+      [
+        {
+          split: [
+            { versionId: a, weight: 50 },
+            { versionId: b, weight: 40 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [
+        {
+          split: [
+            { versionId: a, weight: 50 },
+            { versionId: a, weight: 50 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [
+        {
+          split: [
+            { versionId: a, weight: 50.5 },
+            { versionId: b, weight: 49.5 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [
+        {
+          split: [
+            { versionId: a, weight: 0 },
+            { versionId: b, weight: 100 },
+          ],
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
+      [{ split: Array.from({ length: 6 }, () => ({ versionId: a, weight: 1 })) }, 400, 'VALIDATION_ERROR'],
+      [
+        {
+          split: [
+            { versionId: a, weight: 50 },
+            { versionId: other.versions[0]?._id, weight: 50 },
+          ],
+        },
+        404,
+        'VERSION_NOT_FOUND',
+      ],
+    ]
+    for (const [body, status, code] of cases) {
+      const res = await promote(prompt._id, body)
+      expect(res.statusCode, JSON.stringify(body)).toBe(status)
+      expect(res.json().error.code).toBe(code)
+    }
+    const ok = await promote(prompt._id, {
+      split: [
+        { versionId: a, weight: 20 },
+        { versionId: b, weight: 30 },
+        { versionId: c, weight: 50 },
+      ],
+    })
+    expect(ok.statusCode).toBe(200)
+    const pin = ok.json<Pin>()
+    expect(pin.split?.variants.map((v) => [v.version, v.weight])).toEqual([
+      [1, 20],
+      [2, 30],
+      [3, 50],
+    ])
+    const envs = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${prompt._id}/environments`,
+      headers: t.as(),
+    })
+    expect(envs.json<Environments>().production?.split?.variants.map((v) => v.invocations)).toEqual([0, 0, 0])
+    // Render's counts show per variant.
+    await t.store.addSplitCounts([
+      { splitId: pin.split?.id ?? '', variant: 0, count: 2 },
+      { splitId: pin.split?.id ?? '', variant: 2, count: 5 },
+    ])
+    const counted = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${prompt._id}/environments`,
+      headers: t.as(),
+    })
+    expect(counted.json<Environments>().production?.split?.variants.map((v) => v.invocations)).toEqual([
+      2, 0, 5,
+    ])
+    // A plain promote ends the split.
+    const plain = await promote(prompt._id, { version: 2 })
+    expect(plain.json<Pin>().split).toBeUndefined()
+  })
+})
+
+describe('protected environments', () => {
+  it('lets an OWNER/ADMIN or a scoped key promote, and refuses a MEMBER or a key without the scope', async () => {
+    const { prompt } = await promptWithVersions(1)
+    t.orgSettings.set(t.org, ['production'])
+    try {
+      const member = await promote(prompt._id, { version: 1 }, t.as({ role: 'MEMBER' }))
+      expect(member.statusCode).toBe(403)
+      expect(member.json().error).toMatchObject({ code: 'FORBIDDEN' })
+      expect(member.json().error.message).toMatch(/protected environment/)
+      const key = { kind: 'apiKey' as const, userId: undefined, apiKeyId: newId(), role: undefined }
+      const plainKey = await promote(prompt._id, { version: 1 }, t.as({ ...key, scopes: ['prompts:write'] }))
+      expect(plainKey.statusCode).toBe(403)
+      // preview is not protected: a MEMBER may promote there.
+      expect(
+        (await promote(prompt._id, { version: 1 }, t.as({ role: 'MEMBER' }), 'preview')).statusCode,
+      ).toBe(200)
+      expect((await promote(prompt._id, { version: 1 }, t.as({ role: 'ADMIN' }))).statusCode).toBe(200)
+      const scoped = await promote(
+        prompt._id,
+        { version: 1 },
+        t.as({ ...key, scopes: ['prompts:write', 'environments:promote-protected'] }),
+      )
+      expect(scoped.statusCode).toBe(200)
+      expect(scoped.json<Pin>().promotedBy).toBe(key.apiKeyId)
+    } finally {
+      t.orgSettings.set(t.org, [])
+    }
+  })
+})
+
+describe('history and rollback', () => {
+  it('lists every promote newest first with who and when; a rollback is a promote of the earlier version', async () => {
+    const { prompt, versions } = await promptWithVersions(2)
+    await promote(prompt._id, { versionId: versions[0]?._id })
+    await promote(prompt._id, { version: 2 })
+    await promote(prompt._id, { version: 1 }) // roll back
+    const res = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${prompt._id}/environments/production/history?limit=2`,
+      headers: t.as(),
+    })
+    expect(res.statusCode).toBe(200)
+    const history = res.json<EnvironmentHistory>()
+    expect(history.pagination).toMatchObject({ total: 3, limit: 2 })
+    expect(history.entries.map((e) => e.version)).toEqual([1, 2])
+    expect(history.entries[0]).toMatchObject({ promotedBy: t.user, promotedByType: 'user' })
+    expect(Date.parse(history.entries[0]?.promotedAt ?? '')).toBeGreaterThan(0)
+    const page2 = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${prompt._id}/environments/production/history?limit=2&page=2`,
+      headers: t.as(),
+    })
+    expect(page2.json<EnvironmentHistory>().entries.map((e) => e.version)).toEqual([1])
+    const preview = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${prompt._id}/environments/preview/history`,
+      headers: t.as(),
+    })
+    expect(preview.json<EnvironmentHistory>().entries).toEqual([])
+  })
+})
