@@ -11,6 +11,7 @@ import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
+import * as files from './files.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -107,4 +108,10 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.WebhookDeliveryList,
   webhooks.ListDeliveriesQuery,
   ...API_SCHEMAS,
+  // Prompts as code (issue 30)
+  files.ExportQuery,
+  files.WorkspaceExportQuery,
+  files.ImportFilesQuery,
+  files.ImportPlanItem,
+  files.ImportPlan,
 ]
