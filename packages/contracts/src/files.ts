@@ -63,7 +63,8 @@ export const ImportFilesUpload = Type.Object(
         contentMediaType: 'application/json',
         description:
           'Optimistic concurrency: a JSON object `{slug: revision}` of the drafts as last read (the ' +
-          "prompt's `updatedAt`); a file whose prompt changed since is an error in the plan.",
+          "export's `X-Prompt-Revision` header, or a plan item's `revision`); a file whose prompt " +
+          'changed since is an error in the plan.',
       }),
     ),
   },
@@ -87,7 +88,7 @@ export const ImportPlanItem = Type.Object(
     publishedVersion: Type.Optional(Type.Integer()),
     /** Environments pinned to that version (Langfuse labels). */
     pinned: Type.Optional(Type.Array(EnvironmentName)),
-    /** The draft's revision (`updatedAt`) after the import. */
+    /** The draft's revision after the import (for a later `expect`). */
     revision: Type.Optional(Type.String()),
     /** Why the file cannot be imported (error). */
     message: Type.Optional(Type.String()),

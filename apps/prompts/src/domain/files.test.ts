@@ -110,7 +110,11 @@ describe('prompt files', () => {
 
   it('imports a Prompty file written by hand', () => {
     const p = parseOne('weather.prompty', fixture('weather.prompty'))
-    expect(p).toMatchObject({ slug: 'weather', name: 'Weather Report', description: 'A short weather report' })
+    expect(p).toMatchObject({
+      slug: 'weather',
+      name: 'Weather Report',
+      description: 'A short weather report',
+    })
     expect(p.messages).toEqual([
       { role: 'system', content: 'You are a weather reporter. Use {{units}} units.\n' },
       { role: 'user', content: 'What is the weather in {{city}}?' },
@@ -128,8 +132,23 @@ describe('prompt files', () => {
       'langfuse.json',
       bytes(
         JSON.stringify([
-          { name: 'movie-critic', type: 'text', prompt: 'Rate {{movie}}', config: { model: 'x' }, labels: ['production', 'latest'], tags: ['a'] },
-          { name: 'chat/helper', type: 'chat', prompt: [{ role: 'system', content: 'Hi {{name}}' }, { type: 'placeholder', name: 'history' }], labels: ['staging'] },
+          {
+            name: 'movie-critic',
+            type: 'text',
+            prompt: 'Rate {{movie}}',
+            config: { model: 'x' },
+            labels: ['production', 'latest'],
+            tags: ['a'],
+          },
+          {
+            name: 'chat/helper',
+            type: 'chat',
+            prompt: [
+              { role: 'system', content: 'Hi {{name}}' },
+              { type: 'placeholder', name: 'history' },
+            ],
+            labels: ['staging'],
+          },
           { name: 'broken', type: 'chat', prompt: 'not a list' },
         ]),
       ),
@@ -151,11 +170,22 @@ describe('prompt files', () => {
     expect(failure('a.prompt', bytes('hello\u0000world'))).toMatch(/control character/)
     expect(failure('a.prompt', Buffer.from([0xff, 0xfe, 0x00]))).toMatch(/UTF-8/)
     expect(failure('a.prompt', bytes('---\nconfig:\n  n: 1e999\n---\nhi'))).toMatch(/too large/)
-    expect(failure('a.json', bytes('{"name":"x","template":"a","config":{"n":123456789012345678901234567890}}'))).toMatch(/too large/)
+    expect(
+      failure('a.json', bytes('{"name":"x","template":"a","config":{"n":123456789012345678901234567890}}')),
+    ).toMatch(/too large/)
     expect(failure('a.json', bytes('{"name": "x", "template": "a", "evil": 1}'))).toMatch(/unknown field/)
     expect(failure('a.json', bytes('{nope'))).toMatch(/not valid JSON/)
     expect(failure('a.txt', bytes('hi'))).toMatch(/unknown file type/)
-    expect(failure('a.prompt', bytes('---\nmetadata:\n  prompt:\n    slug: Not A Slug\n---\nhi'))).toMatch(/slug/)
-    expect(failure('a.prompt', bytes('---\na: &a [1]\nb: [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n---\nhi'))).toMatch(/YAML/)
+    expect(failure('a.prompt', bytes('---\nmetadata:\n  prompt:\n    slug: Not A Slug\n---\nhi'))).toMatch(
+      /slug/,
+    )
+    expect(
+      failure(
+        'a.prompt',
+        bytes(
+          '---\na: &a [1]\nb: [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n---\nhi',
+        ),
+      ),
+    ).toMatch(/YAML/)
   })
 })

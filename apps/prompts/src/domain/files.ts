@@ -17,6 +17,7 @@ import {
   type VariableInput,
   VariableInput as VariableInputSchema,
 } from '@pm/contracts'
+import { createHash } from 'node:crypto'
 import { Value } from '@sinclair/typebox/value'
 import { parseDocument, stringify } from 'yaml'
 import { slugify } from './slug.ts'
@@ -71,6 +72,39 @@ class FileError extends Error {
 }
 
 // ---------------------------------------------------------------- export
+
+/**
+ * The draft's revision, for optimistic concurrency (`pm push` after `pm pull`): a hash of what
+ * the draft holds and when it was last saved, so that any save in between (even within the same
+ * millisecond) gives another revision.
+ */
+export function draftRevision(prompt: {
+  name: string
+  slug: string
+  description: string
+  tags: string[]
+  type: PromptKind
+  template: string
+  messages?: ChatMessage[]
+  variables: Variable[]
+  config?: PromptConfig
+  updatedAt: string
+}): string {
+  const { name, slug, description, tags, type, template, messages, variables, config, updatedAt } = prompt
+  const text = JSON.stringify([
+    name,
+    slug,
+    description,
+    tags,
+    type,
+    template,
+    messages ?? null,
+    variables,
+    config ?? null,
+    updatedAt,
+  ])
+  return createHash('sha256').update(text).digest('hex').slice(0, 24)
+}
 
 const HISTORY = 'history'
 

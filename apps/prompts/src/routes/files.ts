@@ -101,6 +101,8 @@ export function fileRoutes(app: Service, { files }: PromptsDeps): void {
       .header('content-type', file.contentType)
       .header('content-disposition', `attachment; filename="${file.filename}"`)
       .header('cache-control', 'no-store')
+      // The draft's revision, for `pm push`'s optimistic concurrency (expect).
+      .header('x-prompt-revision', file.revision)
     return file.text
   })
 

@@ -18,6 +18,7 @@ import { buildContent } from '../domain/content.ts'
 import {
   type ExportSource,
   exportFile,
+  draftRevision,
   type FilePrompt,
   type ParsedFile,
   parsePromptFile,
@@ -33,7 +34,7 @@ export interface Upload {
 export interface ImportOptions {
   dryRun: boolean
   publish: boolean
-  /** Optimistic concurrency: the drafts' revisions (`updatedAt`) as the caller last read them, by slug. */
+  /** Optimistic concurrency: the drafts' revisions (draftRevision) as the caller last read them, by slug. */
   expect: Record<string, string>
 }
 
@@ -124,7 +125,7 @@ export class PromptFiles {
       version?: number | undefined
       env?: EnvironmentName | undefined
     },
-  ): Promise<{ filename: string; contentType: string; text: string }> {
+  ): Promise<{ filename: string; contentType: string; text: string; revision: string }> {
     const format = query.format ?? 'dotprompt'
     const prompt = await this.service.get(organizationId, id)
     const src = await this.source(prompt, query)
@@ -132,6 +133,7 @@ export class PromptFiles {
       filename: `${prompt.slug}${FILE_EXTENSIONS[format]}`,
       contentType: CONTENT_TYPES[format],
       text: exportFile(src, format),
+      revision: draftRevision(prompt),
     }
   }
 
@@ -165,7 +167,7 @@ export class PromptFiles {
           file: name,
           promptId: prompt._id,
           version: src.version,
-          revision: prompt.updatedAt,
+          revision: draftRevision(prompt),
         })
         yield { name, text: exportFile(src, format) }
       }
@@ -210,13 +212,13 @@ export class PromptFiles {
     const item: ImportPlanItem = { file: name, slug: file.slug, action: 'error' }
     const existing = (await this.store.getPromptBySlug(organizationId, file.slug)) ?? undefined
     const expected = expect[file.slug]
-    if (expected !== undefined && existing?.updatedAt !== expected) {
+    if (expected !== undefined && (existing ? draftRevision(existing) : undefined) !== expected) {
       return {
         item: {
           ...item,
           ...(existing ? { promptId: existing._id } : {}),
           message: existing
-            ? `the prompt changed on the server since it was pulled (revision ${existing.updatedAt}, expected ${expected}): pull again`
+            ? `the prompt changed on the server since it was pulled (revision ${draftRevision(existing)}, expected ${expected}): pull again`
             : 'the prompt was deleted on the server since it was pulled',
         },
       }
@@ -253,7 +255,7 @@ export class PromptFiles {
     if (!isDeepStrictEqual(normalVariables(existing.variables), normalVariables(content.variables)))
       changes.push('variables')
     if (!sameConfig(existing.config, file.config)) changes.push('config')
-    const base = { ...item, promptId: existing._id, revision: existing.updatedAt }
+    const base = { ...item, promptId: existing._id, revision: draftRevision(existing) }
     if (changes.length === 0) return { item: { ...base, action: 'unchanged' } }
     return {
       item: { ...base, action: 'update', changes, ...(file.pin ? { pinned: file.pin } : {}) },
@@ -336,7 +338,7 @@ export class PromptFiles {
       if (!(err instanceof AppError)) throw err
       return { ...item, action: 'error', message: err.message }
     }
-    const done: ImportPlanItem = { ...item, promptId: record._id, revision: record.updatedAt }
+    const done: ImportPlanItem = { ...item, promptId: record._id, revision: draftRevision(record) }
     if (!publish && !file.pin) return done
     const changeLog = `Imported from ${item.file}`.slice(0, 280)
     const version = await this.service.publish(organizationId, record._id, author, changeLog)
@@ -344,6 +346,6 @@ export class PromptFiles {
       await this.service.promote(organizationId, record._id, env, version._id, author._id)
     }
     const after = await this.service.get(organizationId, record._id)
-    return { ...done, publishedVersion: version.version, revision: after.updatedAt }
+    return { ...done, publishedVersion: version.version, revision: draftRevision(after) }
   }
 }

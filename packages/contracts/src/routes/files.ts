@@ -20,7 +20,8 @@ export const FILE_ROUTES = {
       '`input.schema` in Picoschema, `metadata.prompt`, then the template), `prompty` (a `.prompty` ' +
       "file) or `json` (this service's own shape, lossless). The draft by default; `version=N` or " +
       '`env=` a published version. Sent as the file itself (no `{data}`), with a ' +
-      '`Content-Disposition` naming `<slug>.<ext>`; `json` is served as `application/vnd.pm.prompt+json`.',
+      "`Content-Disposition` naming `<slug>.<ext>` and the draft's revision in `X-Prompt-Revision` " +
+      "(for the import's `expect`); `json` is served as `application/vnd.pm.prompt+json`.",
     ...keyOrUser('prompts', 'context', 'prompts:read'),
     params: PromptParams,
     query: ExportQuery,
