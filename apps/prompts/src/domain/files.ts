@@ -268,7 +268,7 @@ function checkNumbers(value: unknown, path: string): void {
   } else if (typeof value === 'bigint') {
     throw new FileError(`${path}: the integer is too large to keep exactly`)
   } else if (Array.isArray(value)) {
-    value.forEach((v, i) => checkNumbers(v, `${path}/${i}`))
+    for (const [i, v] of value.entries()) checkNumbers(v, `${path}/${i}`)
   } else if (isObject(value)) {
     for (const [k, v] of Object.entries(value)) checkNumbers(v, `${path}/${k}`)
   }
