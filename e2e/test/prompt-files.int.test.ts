@@ -409,9 +409,9 @@ describe('prompt files through the gateway', () => {
   it('bounds archives: entry count and uncompressed size (tar bomb)', async () => {
     const t = await server.signUp('files-bomb')
     const many = await tarGz(Array.from({ length: 1001 }, (_, i) => ({ name: `p${i}.prompt`, content: 'x' })))
-    // 60 MB of zeros in one entry compresses to about 60 KB.
+    // 51 MiB of zeros in one entry compresses to about 50 KB.
     const archive = pack()
-    archive.entry({ name: 'bomb.prompt' }, Buffer.alloc(60 * 1024 * 1024))
+    archive.entry({ name: 'bomb.prompt' }, Buffer.alloc(51 * 1024 * 1024))
     archive.finalize()
     const chunks: Buffer[] = []
     for await (const c of archive) chunks.push(c as Buffer)
@@ -458,6 +458,12 @@ describe('prompt files through the gateway', () => {
     expect(json.status).toBe(415)
     const badExpect = await importFiles(t, [{ name: 'a.prompt', content: 'x' }], '', { expect: '[1]' })
     expect(badExpect.status).toBe(400)
+    // More prompts than one import takes: refused whole, nothing written.
+    const many = Array.from({ length: 2001 }, (_, i) => ({ name: `p${i}`, prompt: 'x' }))
+    const tooMany = await importFiles(t, [{ name: 'many.json', content: JSON.stringify(many) }])
+    expect(tooMany.status).toBe(400)
+    expect((tooMany.body as { error: { message: string } }).error.message).toMatch(/at most 2000 prompts/)
+    expect((await all(t)).map((x) => x.slug)).toEqual(['keyed'])
   })
 
   it('expect: a file whose prompt changed since it was read is an error and writes nothing', async () => {

@@ -162,6 +162,15 @@ describe('prompt files', () => {
     expect(out[1]?.ok && out[1].prompt.pin).toEqual(['preview'])
   })
 
+  it('refuses pathologically nested files without a stack overflow', () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`
+    expect(failure('a.json', bytes(`{"name":"x","template":"a","config":{"a":${deep(100)}}}`))).toMatch(
+      /nested more than 64/,
+    )
+    expect(failure('a.json', bytes(deep(200_000)))).toMatch(/nested/)
+    expect(failure('a.prompt', bytes(`---\nconfig:\n  a: ${deep(100_000)}\n---\nhi`))).toMatch(/nested|YAML/)
+  })
+
   it('refuses bad files with a message', () => {
     expect(failure('a.prompt', bytes('---\nmodel: [unclosed\n---\nhi'))).toMatch(/not valid YAML/)
     expect(failure('a.prompt', bytes('---\n- a\n- b\n---\nhi'))).toMatch(/not an object/)

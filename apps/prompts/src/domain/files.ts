@@ -259,8 +259,12 @@ function decode(bytes: Uint8Array): string {
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
 
+const MAX_DEPTH = 64
+
 /** Numbers JSON cannot carry as they are (1e999, integers beyond 2^53) are refused, not rounded. */
-function checkNumbers(value: unknown, path: string): void {
+function checkNumbers(value: unknown, path: string, depth = 0): void {
+  // Deeper than any model setting needs, and shallow enough for every recursive step after this.
+  if (depth > MAX_DEPTH) throw new FileError(`${path}: nested more than ${MAX_DEPTH} levels deep`)
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new FileError(`${path}: the number is too large`)
     if (Number.isInteger(value) && !Number.isSafeInteger(value))
@@ -268,14 +272,38 @@ function checkNumbers(value: unknown, path: string): void {
   } else if (typeof value === 'bigint') {
     throw new FileError(`${path}: the integer is too large to keep exactly`)
   } else if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) checkNumbers(v, `${path}/${i}`)
+    for (const [i, v] of value.entries()) checkNumbers(v, `${path}/${i}`, depth + 1)
   } else if (isObject(value)) {
-    for (const [k, v] of Object.entries(value)) checkNumbers(v, `${path}/${k}`)
+    for (const [k, v] of Object.entries(value)) checkNumbers(v, `${path}/${k}`, depth + 1)
+  }
+}
+
+/**
+ * Refuses text whose `[`/`{` nesting goes deeper than MAX_DEPTH before a parser sees it: deep
+ * nesting costs the parsers seconds (and their stacks) long before the size limit. Inside JSON
+ * strings brackets do not count; YAML is scanned as it is (brackets in a quoted YAML string count,
+ * which no real front matter comes near).
+ */
+function checkNesting(text: string, json: boolean): void {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++
+      else if (c === 0x22) inString = false
+      continue
+    }
+    if (json && c === 0x22) inString = true
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_DEPTH) throw new FileError(`the file is nested more than ${MAX_DEPTH} levels deep`)
+    } else if ((c === 0x5d || c === 0x7d) && depth > 0) depth--
   }
 }
 
 /** YAML front matter as an object: core schema only, duplicate keys and alias bombs refused. */
 function readYaml(text: string): Record<string, unknown> {
+  checkNesting(text, false)
   const doc = parseDocument(text, { schema: 'core', uniqueKeys: true, merge: false, prettyErrors: false })
   const problem = doc.errors[0]
   if (problem) throw new FileError(`the front matter is not valid YAML: ${problem.message.split('\n')[0]}`)
@@ -645,6 +673,8 @@ export function formatOf(file: string): FileFormat | null {
 
 function failed(file: string, err: unknown, slug: string | null = null): ParsedFile {
   if (err instanceof FileError) return { ok: false, file, slug, message: err.message }
+  // A parser's stack overflow on a pathologically nested file is the file's fault.
+  if (err instanceof RangeError) return { ok: false, file, slug, message: 'the file is nested too deeply' }
   throw err
 }
 
@@ -667,6 +697,7 @@ export function parsePromptFile(file: string, bytes: Uint8Array): ParsedFile[] {
   if (format === 'json') {
     let value: unknown
     try {
+      checkNesting(text, true)
       value = JSON.parse(text)
       checkNumbers(value, 'json')
     } catch (err) {

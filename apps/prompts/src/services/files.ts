@@ -38,6 +38,9 @@ export interface ImportOptions {
   expect: Record<string, string>
 }
 
+/** Prompts in one import (files, archive entries and Langfuse entries together): one request's work stays bounded. */
+export const MAX_PROMPTS = 2000
+
 const CONTENT_TYPES: Record<FileFormat, string> = {
   dotprompt: 'text/plain; charset=utf-8',
   prompty: 'text/plain; charset=utf-8',
@@ -277,6 +280,13 @@ export class PromptFiles {
     opts: ImportOptions,
   ): Promise<ImportPlan> {
     const parsed = await this.read(uploads)
+    if (parsed.length > MAX_PROMPTS) {
+      throw new AppError(
+        'VALIDATION_ERROR',
+        `an import holds at most ${MAX_PROMPTS} prompts (this one ${parsed.length})`,
+        [{ path: '/body/file', message: `more than ${MAX_PROMPTS} prompts` }],
+      )
+    }
     const count = new Map<string, number>()
     for (const p of parsed) if (p.ok) count.set(p.prompt.slug, (count.get(p.prompt.slug) ?? 0) + 1)
     const items: ImportPlanItem[] = []
