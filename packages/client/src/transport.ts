@@ -111,7 +111,7 @@ function fill(path: string, params: Record<string, unknown> | undefined, operati
   })
 }
 
-function toBytes(file: Uint8Array | string): Uint8Array {
+function toBytes(file: Uint8Array | string): Uint8Array<ArrayBuffer> {
   return typeof file === 'string' ? new TextEncoder().encode(file) : new Uint8Array(file)
 }
 
