@@ -69,27 +69,76 @@ function localFiles(dir: string): LocalFile[] {
     .map((name) => ({ name, bytes: readFileSync(join(dir, name)) }))
 }
 
-/** Sends the files to import-files (dry run or not), with the revisions to expect. */
+/** One request's share of the files: well inside the import's limits (500 files, 10 MiB, 2,000 prompts). */
+const CHUNK_FILES = 200
+const CHUNK_BYTES = 8 * 1024 * 1024
+
+function chunks(files: LocalFile[]): LocalFile[][] {
+  const out: LocalFile[][] = []
+  let current: LocalFile[] = []
+  let bytes = 0
+  for (const file of files) {
+    if (current.length > 0 && (current.length >= CHUNK_FILES || bytes + file.bytes.length > CHUNK_BYTES)) {
+      out.push(current)
+      current = []
+      bytes = 0
+    }
+    current.push(file)
+    bytes += file.bytes.length
+  }
+  if (current.length > 0) out.push(current)
+  return out
+}
+
+/**
+ * Sends the files to import-files (dry run or not), with the revisions to expect, in requests
+ * of at most CHUNK_FILES files and CHUNK_BYTES; answers the plans merged into one.
+ */
 async function importFiles(
   client: PromptClient,
   files: LocalFile[],
-  opts: { dryRun: boolean; publish: boolean; expect: Record<string, string> },
+  opts: { dryRun: boolean; publish: boolean; expect: Expect },
 ): Promise<ImportPlan> {
-  const [first, ...more] = files
-  if (!first) throw new UsageError('no prompt files (.prompt, .prompty, .json) in the folder')
-  return client.api.importFiles({
-    query: { dryRun: opts.dryRun ? 'true' : 'false', publish: opts.publish ? 'true' : 'false' },
-    body: {
-      file: first.bytes,
-      filename: first.name,
-      more: more.map((f) => ({ file: f.bytes, filename: f.name })),
-      fields: { expect: JSON.stringify(opts.expect) },
-    },
-  })
+  if (files.length === 0) throw new UsageError('no prompt files (.prompt, .prompty, .json) in the folder')
+  const merged: ImportPlan = {
+    dryRun: opts.dryRun,
+    publish: opts.publish,
+    summary: { create: 0, update: 0, unchanged: 0, error: 0 },
+    items: [],
+  }
+  for (const [first, ...more] of chunks(files)) {
+    if (!first) continue
+    const plan = await client.api.importFiles({
+      query: { dryRun: opts.dryRun ? 'true' : 'false', publish: opts.publish ? 'true' : 'false' },
+      body: {
+        file: first.bytes,
+        filename: first.name,
+        more: more.map((f) => ({ file: f.bytes, filename: f.name })),
+        fields: { expect: JSON.stringify(expectFor(opts.expect, [first, ...more])) },
+      },
+    })
+    merged.items.push(...plan.items)
+    for (const key of ['create', 'update', 'unchanged', 'error'] as const)
+      merged.summary[key] += plan.summary[key]
+  }
+  return merged
 }
 
-function expectOf(state: State | null): Record<string, string> {
-  return Object.fromEntries(Object.entries(state?.prompts ?? {}).map(([slug, p]) => [slug, p.revision]))
+/** The revisions to expect, by slug, each with the file it was pulled into. */
+type Expect = Record<string, { revision: string; file: string }>
+
+function expectOf(state: State | null): Expect {
+  return Object.fromEntries(
+    Object.entries(state?.prompts ?? {}).map(([slug, p]) => [slug, { revision: p.revision, file: p.file }]),
+  )
+}
+
+/** The revisions of the prompts whose files are in this request (the field stays small). */
+function expectFor(expect: Expect, files: LocalFile[]): Record<string, string> {
+  const names = new Set(files.map((f) => f.name))
+  return Object.fromEntries(
+    Object.entries(expect).flatMap(([slug, e]) => (names.has(e.file) ? [[slug, e.revision]] : [])),
+  )
 }
 
 function describeItem(item: ImportPlanItem): string {
