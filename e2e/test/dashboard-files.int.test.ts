@@ -34,6 +34,7 @@ describe('dashboard: export a prompt as a file', () => {
   let browser: Browser
   let page: Page
   let promptId: string
+  let token: string
   const consoleErrors: string[] = []
 
   beforeAll(async () => {
@@ -56,12 +57,13 @@ describe('dashboard: export a prompt as a file', () => {
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
     const login = await call<{ data: { accessToken: string } }>(base, 'POST', '/api/v1/auth/login', {
       body: { email: ADMIN.email, password: ADMIN.password },
     })
+    token = login.body.data.accessToken
     const created = await call<{ data: { _id: string } }>(base, 'POST', '/api/v1/prompts', {
-      token: login.body.data.accessToken,
+      token,
       body: {
         name: 'Support bot',
         type: 'chat',
@@ -129,5 +131,44 @@ describe('dashboard: export a prompt as a file', () => {
       expect(serious.map((v) => `${size.width}: ${v.id} ${v.help}`)).toEqual([])
     }
     expect(consoleErrors).toEqual([])
+  })
+
+  it('imports prompt files: checks the plan, then imports and publishes', async () => {
+    await page.setViewportSize(WIDTHS[0])
+    await page.goto(`${base}/prompts/import`)
+    await page.getByLabel('Prompt files', { exact: true }).setInputFiles([
+      {
+        name: 'greeting.prompt',
+        mimeType: 'text/plain',
+        buffer: Buffer.from(
+          '---\nmodel: gpt-4o\nmetadata:\n  prompt:\n    name: Greeting\n---\nHello {{name}}!',
+        ),
+      },
+      { name: 'broken.prompt', mimeType: 'text/plain', buffer: Buffer.from('---\n- not a mapping\n---\nx') },
+    ])
+    await page.getByRole('button', { name: 'Check' }).click()
+    const plan = page.getByRole('table', { name: 'Import plan' })
+    await plan.waitFor()
+    await expect.poll(() => plan.innerText()).toContain('create')
+    expect(await plan.innerText()).toContain('the front matter is not an object')
+    const listed = await call<{ data: { prompts: unknown[] } }>(base, 'GET', '/api/v1/prompts', { token })
+    expect(listed.body.data.prompts).toHaveLength(1)
+    await page.getByLabel('Publish changed prompts').check()
+    await page.getByRole('button', { name: 'Import files' }).click()
+    const result = page.getByRole('table', { name: 'Import result' })
+    await result.waitFor()
+    expect(await result.innerText()).toContain('published v1')
+    for (const size of WIDTHS) {
+      await page.setViewportSize(size)
+      await page.waitForTimeout(150)
+      await page.screenshot({ path: join(SHOTS, `import-files-${size.width}.png`), fullPage: true })
+    }
+    const greeting = await call<{ data: { versionCount: number; config: unknown } }>(
+      base,
+      'GET',
+      '/api/v1/prompts/slug/greeting',
+      { token },
+    )
+    expect(greeting.body.data).toMatchObject({ versionCount: 1, config: { model: 'gpt-4o' } })
   })
 })
