@@ -1,3 +1,4 @@
+import { finished } from 'node:stream/promises'
 import multipart from '@fastify/multipart'
 import { API_ROUTES, AppError, MiB } from '@pm/contracts'
 import { requireOrganization, requireUser, route, type Service } from '@pm/kit'
@@ -62,6 +63,7 @@ async function readUploads(
       }
       if (part.fieldname !== 'file') {
         part.file.resume()
+        await finished(part.file).catch(() => {})
         refused ??= invalid(`/body/${part.fieldname}`, 'send the files in the multipart field "file"')
         continue
       }
