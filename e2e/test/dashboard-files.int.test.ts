@@ -131,7 +131,7 @@ describe('dashboard: export a prompt as a file', () => {
       expect(serious.map((v) => `${size.width}: ${v.id} ${v.help}`)).toEqual([])
     }
     expect(consoleErrors).toEqual([])
-  })
+  }, 90_000)
 
   it('imports prompt files: checks the plan, then imports and publishes', async () => {
     await page.setViewportSize(WIDTHS[0])
@@ -170,5 +170,5 @@ describe('dashboard: export a prompt as a file', () => {
       { token },
     )
     expect(greeting.body.data).toMatchObject({ versionCount: 1, config: { model: 'gpt-4o' } })
-  })
+  }, 60_000)
 })
