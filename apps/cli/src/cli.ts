@@ -32,6 +32,13 @@ export const USAGE = `pm: operate a prompt service from the command line
       Serves 2 to 5 published versions by weight (summing to 100); a plain promote ends it.
   pm import <file.csv> [--no-wait]
   pm invoke <promptId> | --slug <slug> [--var name=value ...] [--vars-json <json>] [--version <n> | --env preview|production]
+  pm pull [--dir prompts] [--env production|preview | --draft] [--format dotprompt|prompty|json]
+      Write every prompt of the workspace as a file (default: the drafts, as Dotprompt .prompt files).
+  pm diff [--dir prompts]
+      What a push would do: each file to create, update or leave, with the diff of each update.
+  pm push [--dir prompts] [--publish] [--dry-run]
+      Apply the folder's files (matched by slug); --publish publishes each changed draft. Exits 1,
+      writing nothing, when a file is bad or its prompt changed on the server since the pull.
   pm backup --out <file> [--data-dir <dir>]
       A consistent copy of the embedded default's SQLite stores (DATA_DIR), taken while it runs.
   pm restore <file> [--data-dir <dir>] [--force]
@@ -118,6 +125,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
     split: async (ctx, args) => (await import('./commands/release.ts')).splitCommand(ctx, args),
     import: async (ctx, args) => (await prompts()).importCommand(ctx, args),
     invoke: async (ctx, args) => (await prompts()).invokeCommand(ctx, args),
+    // Prompts as code (issue 30).
+    pull: async (ctx, args) => (await import('./commands/files.ts')).pullCommand(ctx, args),
+    diff: async (ctx, args) => (await import('./commands/files.ts')).diffCommand(ctx, args),
+    push: async (ctx, args) => (await import('./commands/files.ts')).pushCommand(ctx, args),
     backup: async (ctx, args) => (await import('./commands/backup.ts')).backupCommand(ctx, args),
     restore: async (ctx, args) => (await import('./commands/backup.ts')).restoreCommand(ctx, args),
   }

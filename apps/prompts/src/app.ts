@@ -10,12 +10,14 @@ import {
   traceMethods,
 } from '@pm/kit'
 import type { PromptsConfig } from './config.ts'
+import { PromptFiles } from './services/files.ts'
 import { Importer } from './services/importer.ts'
 import { IdentityOrgSettings, type OrgSettings } from './services/orgSettings.ts'
 import { OutboxRelay } from './services/outbox.ts'
 import { PromptsService } from './services/prompts.ts'
 import { auditRoutes } from './routes/audit.ts'
 import { environmentRoutes } from './routes/environments.ts'
+import { fileRoutes } from './routes/files.ts'
 import { forkRoutes } from './routes/fork.ts'
 import { importRoutes } from './routes/import.ts'
 import { internalRoutes } from './routes/internal.ts'
@@ -99,7 +101,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     dedupeMs: config.IMPORT_DEDUPE_MS,
     rowDelayMs: config.IMPORT_ROW_DELAY_MS,
   })
-  const deps: PromptsDeps = { config, service, importer }
+  const deps: PromptsDeps = { config, service, importer, files: new PromptFiles(service, store) }
 
   promptRoutes(app, deps)
   versionRoutes(app, deps)
@@ -107,6 +109,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   forkRoutes(app, deps)
   publicRoutes(app, deps)
   importRoutes(app, deps)
+  fileRoutes(app, deps)
   internalRoutes(app, deps)
   resolveRoutes(app, deps)
   auditRoutes(app, deps)

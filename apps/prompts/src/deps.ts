@@ -1,4 +1,5 @@
 import type { PromptsConfig } from './config.ts'
+import type { PromptFiles } from './services/files.ts'
 import type { Importer } from './services/importer.ts'
 import type { PromptsService } from './services/prompts.ts'
 
@@ -7,4 +8,6 @@ export interface PromptsDeps {
   config: PromptsConfig
   service: PromptsService
   importer: Importer
+  /** Prompts as code: export and import of files (issue 30). */
+  files: PromptFiles
 }

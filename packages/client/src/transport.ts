@@ -111,6 +111,10 @@ function fill(path: string, params: Record<string, unknown> | undefined, operati
   })
 }
 
+function toBytes(file: Uint8Array | string): Uint8Array<ArrayBuffer> {
+  return typeof file === 'string' ? new TextEncoder().encode(file) : new Uint8Array(file)
+}
+
 function multipart(upload: UploadFile): FormData {
   const form = new FormData()
   const blob =
@@ -120,6 +124,12 @@ function multipart(upload: UploadFile): FormData {
           type: 'text/csv',
         })
   form.append('file', blob, upload.filename ?? 'prompts.csv')
+  // More files in the same field, and plain fields (prompt file import).
+  for (const more of upload.more ?? []) {
+    const part = more.file instanceof Blob ? more.file : new Blob([toBytes(more.file)])
+    form.append('file', part, more.filename ?? 'file')
+  }
+  for (const [name, value] of Object.entries(upload.fields ?? {})) form.append(name, value)
   return form
 }
 
@@ -274,7 +284,8 @@ export class Transport {
     }
     if (!res.ok) throw await readError(res, operationId, this.opts.now())
     if (res.status === 204) return undefined
-    if (route.produces === 'text/html') return res.text()
+    if (route.produces === 'text/html' || route.produces === 'text/plain') return res.text()
+    if (route.produces === 'application/gzip') return new Uint8Array(await res.arrayBuffer())
     const text = await res.text()
     const json: unknown = text ? JSON.parse(text) : undefined
     return route.envelope === false ? json : (json as { data?: unknown } | undefined)?.data

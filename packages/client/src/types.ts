@@ -12,6 +12,10 @@ type Route<K extends OperationId> = ApiRoutes[K]
 export interface UploadFile {
   file: Blob | Uint8Array | string
   filename?: string
+  /** More files in the same field `file` (prompt file import). */
+  more?: { file: Blob | Uint8Array | string; filename?: string }[]
+  /** Plain form fields sent with the files. */
+  fields?: Record<string, string>
 }
 
 export type ParamsOf<K extends OperationId> =
@@ -26,11 +30,13 @@ export type BodyOf<K extends OperationId> =
       ? Static<B>
       : never
 export type ResultOf<K extends OperationId> =
-  Route<K> extends { produces: 'text/html' }
+  Route<K> extends { produces: 'text/html' | 'text/plain' }
     ? string
-    : Route<K> extends { response: infer R extends TSchema }
-      ? Static<R>
-      : undefined
+    : Route<K> extends { produces: 'application/gzip' }
+      ? Uint8Array
+      : Route<K> extends { response: infer R extends TSchema }
+        ? Static<R>
+        : undefined
 
 export interface CallOptions {
   signal?: AbortSignal

@@ -14,6 +14,7 @@ import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
 import * as audit from './audit.ts'
+import * as files from './files.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -125,4 +126,10 @@ export const ALL_SCHEMAS: TSchema[] = [
   audit.AuditExportQuery,
   audit.AuditList,
   ...API_SCHEMAS,
+  // Prompts as code (issue 30)
+  files.ExportQuery,
+  files.WorkspaceExportQuery,
+  files.ImportFilesQuery,
+  files.ImportPlanItem,
+  files.ImportPlan,
 ]

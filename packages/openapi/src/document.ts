@@ -183,8 +183,15 @@ function successResponse(route: RouteSpec): OpenApiResponse {
   }
   const description =
     route.status === 204 ? 'Done; no content.' : route.status === 202 ? 'Accepted.' : 'Success.'
-  if (route.produces === 'text/html') {
-    return { description, headers, content: { 'text/html': { schema: { type: 'string' } } } }
+  if (route.produces === 'text/html' || route.produces === 'text/plain') {
+    return { description, headers, content: { [route.produces]: { schema: { type: 'string' } } } }
+  }
+  if (route.produces === 'application/gzip') {
+    return {
+      description,
+      headers,
+      content: { 'application/gzip': { schema: { type: 'string', format: 'binary' } } },
+    }
   }
   if (route.produces === 'text/csv') {
     const text = { schema: { type: 'string' } }

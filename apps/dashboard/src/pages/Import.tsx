@@ -5,6 +5,7 @@ import { useEffect, useId, useState } from 'react'
 import { Link } from 'react-router'
 import { client, useSignedIn } from '../session.ts'
 import { ErrorBanner, Field, When } from '../ui.tsx'
+import { ImportFiles } from './ImportFiles.tsx'
 
 /** The most the service takes (10 MiB); checked here too, to say so before uploading. */
 const MAX_BYTES = 10 * 1024 * 1024
@@ -97,6 +98,7 @@ export function Import() {
         )}
         <ErrorBanner error={upload.error} title="The file was not imported" />
       </section>
+      <ImportFiles />
       {batchId && (
         <section className="panel" aria-labelledby="batch-title">
           <h2 id="batch-title">{done ? 'Import finished' : 'Importing…'}</h2>

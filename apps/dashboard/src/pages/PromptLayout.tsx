@@ -3,6 +3,7 @@ import { Navigate, NavLink, Outlet, useParams } from 'react-router'
 import { usePromptQuery } from '../prompt.ts'
 import { useSignedIn } from '../session.ts'
 import { ErrorBanner, Loading } from '../ui.tsx'
+import { ExportPrompt } from './ExportPrompt.tsx'
 import { Visibility } from './Visibility.tsx'
 
 /** One prompt: its name and the tabs (editor, preview, history, environments). */
@@ -34,7 +35,10 @@ export function PromptLayout() {
             · {prompt.isPublic ? 'public' : 'private'}
           </p>
         </div>
-        <Visibility prompt={prompt} />
+        <div className="page-head-actions">
+          <Visibility prompt={prompt} />
+          <ExportPrompt prompt={prompt} />
+        </div>
       </div>
       <nav className="tabs" aria-label="Prompt">
         <NavLink to={`/prompts/${id}`} end>

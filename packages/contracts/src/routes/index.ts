@@ -9,6 +9,7 @@ import { RENDER_ROUTES } from './render.ts'
 import { META_ROUTES } from './meta.ts'
 import { RESOLVE_ROUTES } from './resolve.ts'
 import { AUDIT_ROUTES } from './audit.ts'
+import { FILE_ROUTES } from './files.ts'
 import type { ErrorCode } from '../errors.ts'
 import type { RouteSpec } from './spec.ts'
 
@@ -23,6 +24,7 @@ export {
   META_ROUTES,
   RESOLVE_ROUTES,
   AUDIT_ROUTES,
+  FILE_ROUTES,
 }
 
 /** Every public route, one declaration each, by operation id (split by area in this folder). */
@@ -37,6 +39,7 @@ export const API_ROUTES = {
   ...META_ROUTES,
   ...RESOLVE_ROUTES,
   ...AUDIT_ROUTES,
+  ...FILE_ROUTES,
 } as const satisfies Record<string, RouteSpec>
 
 export type ApiRoutes = typeof API_ROUTES

@@ -21,6 +21,7 @@ export type RouteTag =
   | 'environments'
   | 'render'
   | 'import'
+  | 'files'
   | 'public'
   | 'meta'
 
@@ -37,6 +38,7 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
   environments: 'The `preview` and `production` pins.',
   render: 'Rendering: invoke (published content) and inject (draft preview).',
   import: 'Bulk creation from a CSV file.',
+  files: 'Prompts as code: Dotprompt, Prompty and JSON files, workspace archives, import with a plan.',
   public: 'The public catalog: no credential needed to read it.',
   meta: 'This document, its reference page and the health probes.',
 }
@@ -79,7 +81,8 @@ interface RouteSpecBase {
   /** false: the body is sent as it is, without `{data}` (health, the document itself). */
   envelope?: boolean
   /** Default application/json. */
-  produces?: 'application/json' | 'text/html' | 'text/csv'
+  /** text/plain: a prompt file; application/gzip: a workspace archive; text/csv: an export (all without `{data}`). */
+  produces?: 'application/json' | 'text/html' | 'text/csv' | 'text/plain' | 'application/gzip'
   headers?: readonly RouteHeader[]
   /** Failures particular to this route; the common ones follow from auth, scope and inputs. */
   errors?: readonly ErrorCode[]
