@@ -14,6 +14,7 @@ import {
 import { buildApp as buildPrompts, loadPromptsConfig } from '@pm/prompts'
 import { buildApp as buildRender, loadRenderConfig } from '@pm/render'
 import { buildApp as buildWebhooks, loadWebhooksConfig } from '@pm/webhooks'
+import { buildApp as buildExperiments, loadExperimentsConfig } from '@pm/experiments'
 
 export interface Embedded {
   /** Base URL of the gateway. */
@@ -71,6 +72,15 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     const webhooks = await buildWebhooks({ config: loadWebhooksConfig(internal), bus, metrics, tracing })
     started.push(webhooks)
     const webhooksUrl = await listenLoopback(webhooks)
+    // Datasets and experiments: each unit is a run on the runs service (RUNS_URL until it is embedded).
+    const experiments = await buildExperiments({
+      config: loadExperimentsConfig({ ...internal, PROMPTS_URL: promptsUrl }),
+      bus,
+      metrics,
+      tracing,
+    })
+    started.push(experiments)
+    const experimentsUrl = await listenLoopback(experiments)
 
     const gatewayConfig = loadGatewayConfig({
       ...base,
@@ -78,6 +88,7 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
       PROMPTS_URL: promptsUrl,
       RENDER_URLS: renderUrl,
       WEBHOOKS_URL: webhooksUrl,
+      EXPERIMENTS_URL: experimentsUrl,
     })
     const gateway = await buildGateway({ config: gatewayConfig, bus, metrics, tracing })
     started.unshift(gateway)

@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ObjectId, Timestamp } from './common.ts'
+import type { ExperimentCompletedEvent } from './experiments.ts'
 
 /** JetStream stream that carries the durable, customer-visible events. */
 export const EVENTS_STREAM = 'PM_EVENTS'
@@ -12,6 +13,10 @@ export const SUBJECTS = {
   promptVisibilityChanged: 'pm.events.prompt.visibility.changed',
   /** Durable (JetStream), message id = event id. */
   promptDeleted: 'pm.events.prompt.deleted',
+  /** Durable (JetStream), message id = experiment id: an experiment ended (experiments service). */
+  experimentCompleted: 'pm.events.experiment.completed',
+  /** Durable (JetStream), message id = experiment id: an experiment to run (experiments' job queue). */
+  experimentQueued: 'pm.events.experiment.queued',
   /** Fan-out, best effort (core NATS): render replicas drop cached lookups of this prompt. */
   promptChanged: 'pm.internal.prompt.changed',
   /** Fan-out, best effort (core NATS): gateway replicas drop the cached key. */
@@ -26,6 +31,7 @@ export const EVENT_TYPES = [
   'environment.promoted',
   'prompt.visibility.changed',
   'prompt.deleted',
+  'experiment.completed',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
@@ -38,6 +44,7 @@ export const EVENT_SUBJECTS: Record<EventType, string> = {
   'environment.promoted': SUBJECTS.environmentPromoted,
   'prompt.visibility.changed': SUBJECTS.promptVisibilityChanged,
   'prompt.deleted': SUBJECTS.promptDeleted,
+  'experiment.completed': SUBJECTS.experimentCompleted,
 }
 
 export function isEventType(value: unknown): value is EventType {
@@ -109,6 +116,7 @@ export type ServiceEvent =
   | EnvironmentPromotedEvent
   | PromptVisibilityChangedEvent
   | PromptDeletedEvent
+  | ExperimentCompletedEvent
 
 export const PROMPT_CHANGE_REASONS = [
   'published',

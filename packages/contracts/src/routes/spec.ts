@@ -23,6 +23,8 @@ export type RouteTag =
   | 'import'
   | 'public'
   | 'meta'
+  | 'datasets'
+  | 'experiments'
 
 export const ROUTE_TAGS: Record<RouteTag, string> = {
   auth: 'Sign-in, sign-up and session tokens.',
@@ -39,13 +41,15 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
   import: 'Bulk creation from a CSV file.',
   public: 'The public catalog: no credential needed to read it.',
   meta: 'This document, its reference page and the health probes.',
+  datasets: 'Test inputs of a workspace: variables and expected outputs (JSON, CSV or JSONL).',
+  experiments: 'Prompt variants run over a dataset as a job, scored by evaluators.',
 }
 
 /** Response headers a route may set besides the ones every response carries. */
 export type RouteHeader = 'X-Service-Version'
 
 /** The service a proxied route goes to. */
-export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks'
+export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks' | 'experiments'
 
 /**
  * Which workspace a request acts in. context: the key's own, or for a user token its `org`
