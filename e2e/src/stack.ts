@@ -26,7 +26,7 @@ export interface Stack {
   stop(): Promise<void>
 }
 
-const SERVICES = ['identity', 'prompts', 'render', 'webhooks'] as const
+const SERVICES = ['identity', 'prompts', 'render', 'webhooks', 'experiments'] as const
 
 export interface StackOptions {
   /** Render replicas behind the gateway (RENDER_URLS); the extra ones are named render2, render3, ... */
@@ -66,6 +66,7 @@ export async function startStack(
     PROMPTS_URL: `http://127.0.0.1:${ports.prompts}`,
     RENDER_URLS: ['render', ...extraRenders].map((name) => `http://127.0.0.1:${ports[name]}`).join(','),
     WEBHOOKS_URL: `http://127.0.0.1:${ports.webhooks}`,
+    EXPERIMENTS_URL: `http://127.0.0.1:${ports.experiments}`,
     BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
     BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
     BOOTSTRAP_ORG_NAME: ADMIN.org,
