@@ -26,6 +26,9 @@ const WIDTHS = [
 ] as const
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 const ROWS = 12
+/** Polls with room for lazy pages and a loaded machine (vitest's default is 1 s). */
+const poll = <T>(fn: () => Promise<T> | T, opts: { timeout?: number } = {}) =>
+  expect.poll(fn, { timeout: 15_000, interval: 100, ...opts })
 
 interface AxeViolation {
   id: string
@@ -148,10 +151,8 @@ describe('datasets and experiments in a real browser', () => {
       .setInputFiles({ name: 'quiz.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) })
     await page.getByRole('button', { name: 'Create dataset' }).click()
     await page.waitForURL(/\/datasets\/[0-9a-f]{24}$/)
-    await expect.poll(() => page.getByText(`${ROWS} items`).isVisible()).toBe(true)
-    await expect
-      .poll(() => page.getByRole('table', { name: 'Items' }).getByRole('row').count())
-      .toBe(ROWS + 1)
+    await poll(() => page.getByText(`${ROWS} items`).isVisible()).toBe(true)
+    await poll(() => page.getByRole('table', { name: 'Items' }).getByRole('row').count()).toBe(ROWS + 1)
     await check('dataset')
 
     // A bad file: the row is reported, nothing imported.
@@ -159,23 +160,23 @@ describe('datasets and experiments in a real browser', () => {
       .getByLabel('CSV or JSONL file')
       .setInputFiles({ name: 'bad.csv', mimeType: 'text/csv', buffer: Buffer.from('n,x\n1,2\n3\n') })
     await page.getByRole('button', { name: 'Upload' }).click()
-    await expect.poll(() => page.getByText(/row 3/).first().isVisible()).toBe(true)
+    await poll(() => page.getByText(/row 3/).first().isVisible()).toBe(true)
     expect(await page.getByText(`${ROWS} items`).isVisible()).toBe(true)
 
     await page.goto(`${base}/prompts/${promptId}/experiments`)
-    await expect
-      .poll(() => page.getByRole('heading', { name: 'Compare versions on a dataset' }).isVisible())
-      .toBe(true)
-    await page.getByLabel('Dataset').selectOption({ label: `Capitals quiz (${ROWS} items)` })
+    await poll(() => page.getByRole('heading', { name: 'Compare versions on a dataset' }).isVisible()).toBe(
+      true,
+    )
+    await page.getByLabel('Dataset', { exact: true }).selectOption({ label: `Capitals quiz (${ROWS} items)` })
     await page.getByLabel('Connection id').fill('c'.repeat(24))
     await check('compare')
     await page.getByRole('button', { name: 'Run the experiment' }).click()
     await page.waitForURL(/\/experiments\/[0-9a-f]{24}$/)
-    await expect.poll(() => page.getByText(/runs done/).isVisible()).toBe(true)
-    await expect
-      .poll(() => page.getByText(`${2 * ROWS} of ${2 * ROWS} runs done`).isVisible(), { timeout: 30_000 })
-      .toBe(true)
-    await expect.poll(() => page.getByText('completed', { exact: true }).isVisible()).toBe(true)
+    await poll(() => page.getByText(/runs done/).isVisible()).toBe(true)
+    await poll(() => page.getByText(`${2 * ROWS} of ${2 * ROWS} runs done`).isVisible(), {
+      timeout: 30_000,
+    }).toBe(true)
+    await poll(() => page.getByText('completed', { exact: true }).isVisible()).toBe(true)
     const aggregates = page.getByRole('table', { name: 'Aggregates per variant' })
     // The draft answers wrong on every fourth item: 3 of 12.
     expect(await aggregates.getByRole('row', { name: /draft/ }).innerText()).toMatch(/0\.75/)
@@ -183,7 +184,7 @@ describe('datasets and experiments in a real browser', () => {
     await check('results')
     await page.getByLabel('Failures only').check()
     const items = page.getByRole('table', { name: 'Items side by side' })
-    await expect.poll(() => items.getByRole('row').count()).toBe(4)
+    await poll(() => items.getByRole('row').count()).toBe(4)
     expect(await items.innerText()).toMatch(/wrong-4/)
     await check('failures')
     expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([])

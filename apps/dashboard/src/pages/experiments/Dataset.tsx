@@ -86,7 +86,7 @@ export function Dataset() {
       <ErrorBanner error={items.error} />
       {items.data && (
         <>
-          <div className="table-wrap">
+          <div className="table-wrap" role="region" aria-label="Items (scrolls)" tabIndex={0}>
             <table className="table" aria-label="Items">
               <thead>
                 <tr>

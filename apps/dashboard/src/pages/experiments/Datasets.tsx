@@ -92,7 +92,7 @@ export function Datasets() {
       )}
       {list.data && list.data.datasets.length > 0 && (
         <>
-          <div className="table-wrap">
+          <div className="table-wrap" role="region" aria-label="Datasets (scrolls)" tabIndex={0}>
             <table className="table" aria-label="Datasets">
               <thead>
                 <tr>

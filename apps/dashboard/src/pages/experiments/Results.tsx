@@ -86,7 +86,7 @@ export function Results() {
           {e.progress.done} of {e.progress.total} runs done
         </span>
       </div>
-      <div className="table-wrap">
+      <div className="table-wrap" role="region" aria-label="Aggregates per variant (scrolls)" tabIndex={0}>
         <table className="table" aria-label="Aggregates per variant">
           <thead>
             <tr>
@@ -136,7 +136,7 @@ export function Results() {
         </label>
       </div>
       <ErrorBanner error={results.error} />
-      <div className="table-wrap">
+      <div className="table-wrap" role="region" aria-label="Items side by side (scrolls)" tabIndex={0}>
         <table className="table side-by-side" aria-label="Items side by side">
           <thead>
             <tr>
