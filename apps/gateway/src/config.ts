@@ -15,6 +15,7 @@ export const GatewayConfigSchema = Type.Object({
     default: 'http://127.0.0.1:4003',
   }),
   WEBHOOKS_URL: url('http://127.0.0.1:4004'),
+  RUNS_URL: url('http://127.0.0.1:4005'),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),
   JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),

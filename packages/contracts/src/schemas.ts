@@ -11,6 +11,7 @@ import * as identity from './identity.ts'
 import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
+import { RUN_SCHEMAS } from './runs.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -107,4 +108,5 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.WebhookDeliveryList,
   webhooks.ListDeliveriesQuery,
   ...API_SCHEMAS,
+  ...RUN_SCHEMAS,
 ]

@@ -7,6 +7,7 @@ import { VERSION_ROUTES } from './versions.ts'
 import { PUBLIC_ROUTES } from './public.ts'
 import { RENDER_ROUTES } from './render.ts'
 import { META_ROUTES } from './meta.ts'
+import { RUN_ROUTES } from './runs.ts'
 import type { ErrorCode } from '../errors.ts'
 import type { RouteSpec } from './spec.ts'
 
@@ -19,6 +20,7 @@ export {
   PUBLIC_ROUTES,
   RENDER_ROUTES,
   META_ROUTES,
+  RUN_ROUTES,
 }
 
 /** Every public route, one declaration each, by operation id (split by area in this folder). */
@@ -31,6 +33,7 @@ export const API_ROUTES = {
   ...PUBLIC_ROUTES,
   ...RENDER_ROUTES,
   ...META_ROUTES,
+  ...RUN_ROUTES,
 } as const satisfies Record<string, RouteSpec>
 
 export type ApiRoutes = typeof API_ROUTES

@@ -22,6 +22,7 @@ export type RouteTag =
   | 'render'
   | 'import'
   | 'public'
+  | 'runs'
   | 'meta'
 
 export const ROUTE_TAGS: Record<RouteTag, string> = {
@@ -38,6 +39,7 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
   render: 'Rendering: invoke (published content) and inject (draft preview).',
   import: 'Bulk creation from a CSV file.',
   public: 'The public catalog: no credential needed to read it.',
+  runs: 'Model provider connections, running a prompt on a model (streamed or not), and the run log.',
   meta: 'This document, its reference page and the health probes.',
 }
 
@@ -45,7 +47,7 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
 export type RouteHeader = 'X-Service-Version'
 
 /** The service a proxied route goes to. */
-export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks'
+export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks' | 'runs'
 
 /**
  * Which workspace a request acts in. context: the key's own, or for a user token its `org`
