@@ -13,6 +13,7 @@ import {
 } from '@pm/kit'
 import { buildApp as buildPrompts, loadPromptsConfig } from '@pm/prompts'
 import { buildApp as buildRender, loadRenderConfig } from '@pm/render'
+import { buildApp as buildRuns, loadRunsConfig } from '@pm/runs'
 import { buildApp as buildWebhooks, loadWebhooksConfig } from '@pm/webhooks'
 
 export interface Embedded {
@@ -71,6 +72,14 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     const webhooks = await buildWebhooks({ config: loadWebhooksConfig(internal), bus, metrics, tracing })
     started.push(webhooks)
     const webhooksUrl = await listenLoopback(webhooks)
+    // Runs renders through render's own routes; its keys are sealed with DATA_DIR/secret.key.
+    const runs = await buildRuns({
+      config: loadRunsConfig({ ...internal, RENDER_URL: renderUrl, PROMPTS_URL: promptsUrl }),
+      metrics,
+      tracing,
+    })
+    started.push(runs)
+    const runsUrl = await listenLoopback(runs)
 
     const gatewayConfig = loadGatewayConfig({
       ...base,
@@ -78,6 +87,7 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
       PROMPTS_URL: promptsUrl,
       RENDER_URLS: renderUrl,
       WEBHOOKS_URL: webhooksUrl,
+      RUNS_URL: runsUrl,
     })
     const gateway = await buildGateway({ config: gatewayConfig, bus, metrics, tracing })
     started.unshift(gateway)

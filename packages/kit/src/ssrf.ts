@@ -187,7 +187,10 @@ export async function checkTargetUrl(url: string, options: CheckTargetOptions): 
  * hosts never reach `lookup`, and need not: the literal is the checked address. Use one
  * dispatcher per checked target and close it after the request.
  */
-export function pinnedDispatcher(addresses: readonly ResolvedAddress[]): Agent {
+export function pinnedDispatcher(
+  addresses: readonly ResolvedAddress[],
+  options: { connectTimeoutMs?: number } = {},
+): Agent {
   const pinned = addresses.map(({ address, family }) => ({ address, family }))
   const lookup: LookupFunction = (hostname: string, options: LookupOptions, callback) => {
     const wanted = options.family === 4 || options.family === 6 ? options.family : undefined
@@ -203,5 +206,10 @@ export function pinnedDispatcher(addresses: readonly ResolvedAddress[]): Agent {
     if (options.all) callback(null, usable)
     else callback(null, first.address, first.family)
   }
-  return new Agent({ connect: { lookup } })
+  return new Agent({
+    connect: {
+      lookup,
+      ...(options.connectTimeoutMs !== undefined ? { timeout: options.connectTimeoutMs } : {}),
+    },
+  })
 }
