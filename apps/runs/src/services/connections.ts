@@ -17,6 +17,8 @@ export interface OpenConnection {
   apiKey: string
   headers: Record<string, string>
   models: string[]
+  /** Changes whenever the connection does (its updatedAt): a cached client of an older one is not used. */
+  revision: string
 }
 
 /** The last 4 characters: enough to tell keys apart, never enough to use one. */
@@ -137,6 +139,7 @@ export class Connections {
         ? (JSON.parse(secrets.open(r.sealedHeaders, r._id)) as Record<string, string>)
         : {},
       models: r.models,
+      revision: r.updatedAt,
     }
   }
 }

@@ -71,12 +71,16 @@ export class Egress {
    * The fetch and options for one call to `baseUrl` (null: the provider's own API). `release`
    * closes a dispatcher made for this call only.
    */
-  async dispatcherFor(
-    baseUrl: string | null,
-  ): Promise<{ fetch: typeof globalThis.fetch; fetchOptions: Record<string, unknown>; release: () => void }> {
+  async dispatcherFor(baseUrl: string | null): Promise<{
+    fetch: typeof globalThis.fetch
+    fetchOptions: Record<string, unknown>
+    /** A dispatcher for this call only (pinned to the addresses just checked). */
+    pinned: boolean
+    release: () => void
+  }> {
     const fetch = undiciFetch as unknown as typeof globalThis.fetch
     if (baseUrl === null || this.isAllowed(new URL(baseUrl))) {
-      return { fetch, fetchOptions: { dispatcher: this.shared }, release: () => {} }
+      return { fetch, fetchOptions: { dispatcher: this.shared }, pinned: false, release: () => {} }
     }
     let addresses: Awaited<ReturnType<typeof checkTargetUrl>>['addresses']
     try {
@@ -97,6 +101,7 @@ export class Egress {
     return {
       fetch,
       fetchOptions: { dispatcher },
+      pinned: true,
       release: () => {
         dispatcher.close().catch(() => {})
       },

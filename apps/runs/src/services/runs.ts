@@ -65,8 +65,12 @@ async function adapterFor(
 
 const elapsed = (from: number): number => Math.max(0, Math.round(performance.now() - from))
 
+/** SDK clients kept for connections whose calls share one dispatcher (building one per call costs). */
+const CLIENT_CACHE_MAX = 256
+
 export class Runs {
   private readonly deps: RunsDeps
+  private readonly clients = new Map<string, ProviderAdapter>()
 
   constructor(deps: RunsDeps) {
     this.deps = deps
@@ -142,14 +146,25 @@ export class Runs {
     try {
       const egress = await this.deps.egress.dispatcherFor(connection.baseUrl)
       release = egress.release
-      const adapter = await adapterFor(connection.provider, {
-        apiKey: connection.apiKey,
-        baseUrl: connection.baseUrl,
-        headers: connection.headers,
-        fetch: egress.fetch,
-        fetchOptions: egress.fetchOptions,
-        timeoutMs: timeoutMs + 1_000,
-      })
+      const cacheKey = `${connection._id}:${connection.revision}`
+      let adapter = egress.pinned ? undefined : this.clients.get(cacheKey)
+      if (!adapter) {
+        adapter = await adapterFor(connection.provider, {
+          apiKey: connection.apiKey,
+          baseUrl: connection.baseUrl,
+          headers: connection.headers,
+          fetch: egress.fetch,
+          fetchOptions: egress.fetchOptions,
+          timeoutMs: timeoutMs + 1_000,
+        })
+        if (!egress.pinned) {
+          if (this.clients.size >= CLIENT_CACHE_MAX) {
+            const oldest = this.clients.keys().next().value
+            if (oldest !== undefined) this.clients.delete(oldest)
+          }
+          this.clients.set(cacheKey, adapter)
+        }
+      }
       const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
