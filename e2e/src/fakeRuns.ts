@@ -37,6 +37,12 @@ export class FakeRuns {
       const chunks: Buffer[] = []
       req.on('data', (c: Buffer) => chunks.push(c))
       req.on('end', () => {
+        // A stand-in for a whole service: the gateway's readiness asks it for its health.
+        if (req.method === 'GET' && req.url?.startsWith('/health/')) {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.end('{"status":"ok"}')
+          return
+        }
         const context = verifyContext(req.headers[CONTEXT_HEADER] as string | undefined, secret)
         const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
           res.writeHead(status, { 'content-type': 'application/json', ...headers })

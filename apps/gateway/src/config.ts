@@ -17,6 +17,7 @@ export const GatewayConfigSchema = Type.Object({
   WEBHOOKS_URL: url('http://127.0.0.1:4004'),
   /** Datasets and experiments (DESIGN section 14). */
   EXPERIMENTS_URL: url('http://127.0.0.1:4006'),
+  RUNS_URL: url('http://127.0.0.1:4005'),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),
   JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),

@@ -75,9 +75,9 @@ export function buildPolicyLookup(
 }
 
 const ROLE_SCOPES: Record<string, Scope[]> = {
-  OWNER: ['prompts:read', 'prompts:write', 'organization:read', 'organization:write'],
-  ADMIN: ['prompts:read', 'prompts:write', 'organization:read', 'organization:write'],
-  MEMBER: ['prompts:read', 'prompts:write', 'organization:read'],
+  OWNER: ['prompts:read', 'prompts:write', 'organization:read', 'organization:write', 'runs:write'],
+  ADMIN: ['prompts:read', 'prompts:write', 'organization:read', 'organization:write', 'runs:write'],
+  MEMBER: ['prompts:read', 'prompts:write', 'organization:read', 'runs:write'],
 }
 
 export function scopesForRole(role: string | undefined): Scope[] {

@@ -18,6 +18,7 @@ export class Upstreams {
       prompts: config.PROMPTS_URL,
       webhooks: config.WEBHOOKS_URL,
       experiments: config.EXPERIMENTS_URL,
+      runs: config.RUNS_URL,
     }
     this.renderUrls = config.RENDER_URLS.split(',').map((u) => u.trim())
     this.fallback = config.PROMPTS_URL

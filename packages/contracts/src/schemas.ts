@@ -12,6 +12,7 @@ import * as prompts from './prompts.ts'
 import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
 import { EXPERIMENT_SCHEMAS } from './experiments.ts'
+import { RUN_SCHEMAS } from './runs.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -109,4 +110,5 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.ListDeliveriesQuery,
   ...API_SCHEMAS,
   ...EXPERIMENT_SCHEMAS,
+  ...RUN_SCHEMAS,
 ]

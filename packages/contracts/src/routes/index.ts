@@ -8,6 +8,7 @@ import { PUBLIC_ROUTES } from './public.ts'
 import { RENDER_ROUTES } from './render.ts'
 import { META_ROUTES } from './meta.ts'
 import { EXPERIMENT_ROUTES } from './experiments.ts'
+import { RUN_ROUTES } from './runs.ts'
 import type { ErrorCode } from '../errors.ts'
 import type { RouteSpec } from './spec.ts'
 
@@ -21,6 +22,7 @@ export {
   RENDER_ROUTES,
   META_ROUTES,
   EXPERIMENT_ROUTES,
+  RUN_ROUTES,
 }
 
 /** Every public route, one declaration each, by operation id (split by area in this folder). */
@@ -34,6 +36,7 @@ export const API_ROUTES = {
   ...RENDER_ROUTES,
   ...META_ROUTES,
   ...EXPERIMENT_ROUTES,
+  ...RUN_ROUTES,
 } as const satisfies Record<string, RouteSpec>
 
 export type ApiRoutes = typeof API_ROUTES

@@ -22,6 +22,7 @@ export type RouteTag =
   | 'render'
   | 'import'
   | 'public'
+  | 'runs'
   | 'meta'
   | 'datasets'
   | 'experiments'
@@ -40,6 +41,7 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
   render: 'Rendering: invoke (published content) and inject (draft preview).',
   import: 'Bulk creation from a CSV file.',
   public: 'The public catalog: no credential needed to read it.',
+  runs: 'Model provider connections, running a prompt on a model (streamed or not), and the run log.',
   meta: 'This document, its reference page and the health probes.',
   datasets: 'Test inputs of a workspace: variables and expected outputs (JSON, CSV or JSONL).',
   experiments: 'Prompt variants run over a dataset as a job, scored by evaluators.',
@@ -49,7 +51,7 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
 export type RouteHeader = 'X-Service-Version'
 
 /** The service a proxied route goes to. */
-export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks' | 'experiments'
+export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks' | 'runs' | 'experiments'
 
 /**
  * Which workspace a request acts in. context: the key's own, or for a user token its `org`

@@ -10,6 +10,7 @@ const SCOPE_HINTS: Record<Scope, string> = {
   'prompts:write': 'create, update and delete prompts',
   'organization:read': 'read the organization and its members',
   'organization:write': 'change settings, members and webhooks',
+  'runs:write': 'run prompts on a model (connections stay admin-only)',
 }
 
 /** API keys: the list (never the key itself), minting one (shown once), revoking. */
