@@ -170,8 +170,8 @@ export const EXPERIMENT_ROUTES = {
       'Answers at once; the experiment runs as a job (each item × variant one unit, each written once). ' +
       'Every variant must be a prompt of the workspace (404 otherwise); `version`, `env` and `draft` ' +
       'choose its content as a run does. Poll `GET /api/v1/experiments/:id`; the `experiment.completed` ' +
-      'webhook event says when it ended.',
-    ...write,
+      'webhook event says when it ended. Each unit is a run: an API key needs `runs:write`.',
+    ...keyOrUser('experiments', 'context', 'runs:write'),
     body: CreateExperimentRequest,
     status: 202,
     response: ExperimentAccepted,
