@@ -57,6 +57,9 @@ case "$task" in
   bench-invoke)
     exec "${NODE_RUN[@]}" bench/src/invoke.ts "$@"
     ;;
+  bench-run)
+    exec "${NODE_RUN[@]}" bench/src/run.ts "$@"
+    ;;
   cli)
     exec "${NODE_RUN[@]}" apps/cli/src/main.ts "$@"
     ;;
@@ -71,7 +74,7 @@ case "$task" in
     exec pnpm turbo "$@"
     ;;
   *)
-    echo "usage: scripts/run.sh start|test|bench-invoke|cli|pack|turbo ..." >&2
+    echo "usage: scripts/run.sh start|test|bench-invoke|bench-run|cli|pack|turbo ..." >&2
     exit 2
     ;;
 esac

@@ -26,13 +26,15 @@ export interface Stack {
   stop(): Promise<void>
 }
 
-const SERVICES = ['identity', 'prompts', 'render', 'webhooks'] as const
+const SERVICES = ['identity', 'prompts', 'render', 'webhooks', 'experiments'] as const
 
 export interface StackOptions {
   /** Render replicas behind the gateway (RENDER_URLS); the extra ones are named render2, render3, ... */
   renderReplicas?: number
   /** Give every process a METRICS_PORT of its own. */
   metrics?: boolean
+  /** Also start the runs service (RUNS_URL), as its own process. */
+  runs?: boolean
 }
 
 /**
@@ -50,7 +52,8 @@ export async function startStack(
   )
   const ports: Record<string, number> = {}
   const metricsPorts: Record<string, number> = {}
-  for (const name of [...SERVICES, ...extraRenders, 'gateway']) {
+  const services: string[] = [...SERVICES, ...(options.runs ? ['runs'] : [])]
+  for (const name of [...services, ...extraRenders, 'gateway']) {
     ports[name] = await freePort()
     if (options.metrics) metricsPorts[name] = await freePort()
   }
@@ -68,6 +71,10 @@ export async function startStack(
     PROMPTS_URL: `http://127.0.0.1:${ports.prompts}`,
     RENDER_URLS: ['render', ...extraRenders].map((name) => `http://127.0.0.1:${ports[name]}`).join(','),
     WEBHOOKS_URL: `http://127.0.0.1:${ports.webhooks}`,
+    EXPERIMENTS_URL: `http://127.0.0.1:${ports.experiments}`,
+    ...(options.runs
+      ? { RUNS_URL: `http://127.0.0.1:${ports.runs}`, RENDER_URL: `http://127.0.0.1:${ports.render}` }
+      : {}),
     BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
     BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
     BOOTSTRAP_ORG_NAME: ADMIN.org,
@@ -91,7 +98,7 @@ export async function startStack(
   }
   try {
     // identity first: the others do not need it to start, but the gateway's JWKS does.
-    for (const name of [...SERVICES, ...extraRenders]) await launch(name)
+    for (const name of [...services, ...extraRenders]) await launch(name)
     await launch('gateway')
   } catch (err) {
     await stop()

@@ -22,6 +22,7 @@ export function Shell() {
     <TopFrame home="/prompts" brand="Prompt service">
       <nav aria-label="Main" className="topnav">
         <NavLink to="/prompts">Prompts</NavLink>
+        <NavLink to="/datasets">Datasets</NavLink>
         <NavLink to="/catalog">Catalog</NavLink>
         <NavLink to="/settings">Settings</NavLink>
       </nav>

@@ -3,6 +3,7 @@ import { Shell } from './Shell.tsx'
 import { PromptList } from './pages/PromptList.tsx'
 import { SignIn, SignUp } from './pages/SignIn.tsx'
 import { publicRoutes, workspaceRoutes } from './settingsAndCatalogRoutes.tsx'
+import { experimentRoutes, promptExperimentRoute } from './experimentsRoutes.tsx'
 
 /**
  * The routes. The sign-in page and the prompts list are in the first bundle; a prompt's pages
@@ -38,9 +39,11 @@ export const router = createBrowserRouter([
             path: 'environments',
             lazy: async () => ({ Component: (await import('./pages/Environments.tsx')).Environments }),
           },
+          promptExperimentRoute,
         ],
       },
       ...workspaceRoutes,
+      ...experimentRoutes,
       { path: '*', element: <NotFound /> },
     ],
   },

@@ -13,7 +13,9 @@ import {
 } from '@pm/kit'
 import { buildApp as buildPrompts, loadPromptsConfig } from '@pm/prompts'
 import { buildApp as buildRender, loadRenderConfig } from '@pm/render'
+import { buildApp as buildRuns, loadRunsConfig } from '@pm/runs'
 import { buildApp as buildWebhooks, loadWebhooksConfig } from '@pm/webhooks'
+import { buildApp as buildExperiments, loadExperimentsConfig } from '@pm/experiments'
 
 export interface Embedded {
   /** Base URL of the gateway. */
@@ -76,6 +78,23 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     const webhooks = await buildWebhooks({ config: loadWebhooksConfig(internal), bus, metrics, tracing })
     started.push(webhooks)
     const webhooksUrl = await listenLoopback(webhooks)
+    // Runs renders through render's own routes; its keys are sealed with DATA_DIR/secret.key.
+    const runs = await buildRuns({
+      config: loadRunsConfig({ ...internal, RENDER_URL: renderUrl, PROMPTS_URL: promptsUrl }),
+      metrics,
+      tracing,
+    })
+    started.push(runs)
+    const runsUrl = await listenLoopback(runs)
+    // Datasets and experiments: each unit is a run on the runs service (RUNS_URL overrides, for tests).
+    const experiments = await buildExperiments({
+      config: loadExperimentsConfig({ RUNS_URL: runsUrl, ...internal, PROMPTS_URL: promptsUrl }),
+      bus,
+      metrics,
+      tracing,
+    })
+    started.push(experiments)
+    const experimentsUrl = await listenLoopback(experiments)
 
     const gatewayConfig = loadGatewayConfig({
       ...base,
@@ -83,6 +102,8 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
       PROMPTS_URL: promptsUrl,
       RENDER_URLS: renderUrl,
       WEBHOOKS_URL: webhooksUrl,
+      RUNS_URL: runsUrl,
+      EXPERIMENTS_URL: experimentsUrl,
     })
     const gateway = await buildGateway({ config: gatewayConfig, bus, metrics, tracing })
     started.unshift(gateway)

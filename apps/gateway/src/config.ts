@@ -15,6 +15,9 @@ export const GatewayConfigSchema = Type.Object({
     default: 'http://127.0.0.1:4003',
   }),
   WEBHOOKS_URL: url('http://127.0.0.1:4004'),
+  /** Datasets and experiments (DESIGN section 14). */
+  EXPERIMENTS_URL: url('http://127.0.0.1:4006'),
+  RUNS_URL: url('http://127.0.0.1:4005'),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),
   JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),

@@ -81,6 +81,7 @@ const ROLE_SCOPES: Record<string, Scope[]> = {
     'organization:read',
     'organization:write',
     'environments:promote-protected',
+    'runs:write',
   ],
   ADMIN: [
     'prompts:read',
@@ -88,8 +89,9 @@ const ROLE_SCOPES: Record<string, Scope[]> = {
     'organization:read',
     'organization:write',
     'environments:promote-protected',
+    'runs:write',
   ],
-  MEMBER: ['prompts:read', 'prompts:write', 'organization:read'],
+  MEMBER: ['prompts:read', 'prompts:write', 'organization:read', 'runs:write'],
 }
 
 export function scopesForRole(role: string | undefined): Scope[] {

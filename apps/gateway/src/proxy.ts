@@ -17,6 +17,8 @@ export class Upstreams {
       identity: config.IDENTITY_URL,
       prompts: config.PROMPTS_URL,
       webhooks: config.WEBHOOKS_URL,
+      experiments: config.EXPERIMENTS_URL,
+      runs: config.RUNS_URL,
     }
     this.renderUrls = config.RENDER_URLS.split(',').map((u) => u.trim())
     this.fallback = config.PROMPTS_URL

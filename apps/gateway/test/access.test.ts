@@ -273,6 +273,6 @@ describe('resolveCaller: who the caller is and which workspace it acts in', () =
 
   it('gives a user the scopes of their role', async () => {
     const caller = await resolveCaller(read, {}, user(ORG), {}, { activeRole: async () => 'MEMBER' }, 'r')
-    expect(caller.scopes).toEqual(['prompts:read', 'prompts:write', 'organization:read'])
+    expect(caller.scopes).toEqual(['prompts:read', 'prompts:write', 'organization:read', 'runs:write'])
   })
 })

@@ -27,9 +27,15 @@ export const ERROR_STATUS = {
   RENDER_TOO_LARGE: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** More than RUN_MAX_CONCURRENT model calls of one organization at once (runs). */
+  RUNS_BUSY: 429,
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
   UPSTREAM_TIMEOUT: 504,
+  /** The model provider answered an error, or could not be reached (runs). */
+  PROVIDER_ERROR: 502,
+  /** The model provider did not answer within RUN_TIMEOUT_MS (runs). */
+  PROVIDER_TIMEOUT: 504,
 } as const
 
 export type ErrorCode = keyof typeof ERROR_STATUS

@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ObjectId, Timestamp } from './common.ts'
+import type { ExperimentCompletedEvent } from './experiments.ts'
 
 /** JetStream stream that carries the durable, customer-visible events. */
 export const EVENTS_STREAM = 'PM_EVENTS'
@@ -14,6 +15,10 @@ export const SUBJECTS = {
   promptDeleted: 'pm.events.prompt.deleted',
   /** Durable (JetStream), message id = event id: an included prompt moved (DESIGN section 12). */
   promptDependencyChanged: 'pm.events.prompt.dependency.changed',
+  /** Durable (JetStream), message id = experiment id: an experiment ended (experiments service). */
+  experimentCompleted: 'pm.events.experiment.completed',
+  /** Durable (JetStream), message id = experiment id: an experiment to run (experiments' job queue). */
+  experimentQueued: 'pm.events.experiment.queued',
   /** Fan-out, best effort (core NATS): render replicas drop cached lookups of this prompt. */
   promptChanged: 'pm.internal.prompt.changed',
   /** Fan-out, best effort (core NATS): gateway replicas drop the cached key. */
@@ -29,6 +34,7 @@ export const EVENT_TYPES = [
   'prompt.visibility.changed',
   'prompt.deleted',
   'prompt.dependency.changed',
+  'experiment.completed',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
@@ -42,6 +48,7 @@ export const EVENT_SUBJECTS: Record<EventType, string> = {
   'prompt.visibility.changed': SUBJECTS.promptVisibilityChanged,
   'prompt.deleted': SUBJECTS.promptDeleted,
   'prompt.dependency.changed': SUBJECTS.promptDependencyChanged,
+  'experiment.completed': SUBJECTS.experimentCompleted,
 }
 
 export function isEventType(value: unknown): value is EventType {
@@ -145,6 +152,7 @@ export type ServiceEvent =
   | PromptVisibilityChangedEvent
   | PromptDeletedEvent
   | PromptDependencyChangedEvent
+  | ExperimentCompletedEvent
 
 export const PROMPT_CHANGE_REASONS = [
   'published',

@@ -8,6 +8,7 @@ export const SCOPES = [
   'organization:write',
   /** Promote to an environment the organization protects (DESIGN section 15); with prompts:write. */
   'environments:promote-protected',
+  'runs:write',
 ] as const
 export type Scope = (typeof SCOPES)[number]
 export const Scope = Type.Union(

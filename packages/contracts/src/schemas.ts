@@ -15,6 +15,8 @@ import * as webhooks from './webhooks.ts'
 import { API_SCHEMAS } from './api/index.ts'
 import * as audit from './audit.ts'
 import * as files from './files.ts'
+import { EXPERIMENT_SCHEMAS } from './experiments.ts'
+import { RUN_SCHEMAS } from './runs.ts'
 
 /**
  * Every schema with an `$id`, in dependency order. Services add them all to Fastify so
@@ -132,4 +134,6 @@ export const ALL_SCHEMAS: TSchema[] = [
   files.ImportFilesQuery,
   files.ImportPlanItem,
   files.ImportPlan,
+  ...EXPERIMENT_SCHEMAS,
+  ...RUN_SCHEMAS,
 ]

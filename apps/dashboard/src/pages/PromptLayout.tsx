@@ -47,6 +47,7 @@ export function PromptLayout() {
         <NavLink to={`/prompts/${id}/preview`}>Preview</NavLink>
         <NavLink to={`/prompts/${id}/history`}>History</NavLink>
         <NavLink to={`/prompts/${id}/environments`}>Environments</NavLink>
+        <NavLink to={`/prompts/${id}/experiments`}>Experiments</NavLink>
       </nav>
       <Outlet context={{ prompt }} />
     </>

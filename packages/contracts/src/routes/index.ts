@@ -10,6 +10,8 @@ import { META_ROUTES } from './meta.ts'
 import { RESOLVE_ROUTES } from './resolve.ts'
 import { AUDIT_ROUTES } from './audit.ts'
 import { FILE_ROUTES } from './files.ts'
+import { EXPERIMENT_ROUTES } from './experiments.ts'
+import { RUN_ROUTES } from './runs.ts'
 import type { ErrorCode } from '../errors.ts'
 import type { RouteSpec } from './spec.ts'
 
@@ -25,6 +27,8 @@ export {
   RESOLVE_ROUTES,
   AUDIT_ROUTES,
   FILE_ROUTES,
+  EXPERIMENT_ROUTES,
+  RUN_ROUTES,
 }
 
 /** Every public route, one declaration each, by operation id (split by area in this folder). */
@@ -40,6 +44,8 @@ export const API_ROUTES = {
   ...RESOLVE_ROUTES,
   ...AUDIT_ROUTES,
   ...FILE_ROUTES,
+  ...EXPERIMENT_ROUTES,
+  ...RUN_ROUTES,
 } as const satisfies Record<string, RouteSpec>
 
 export type ApiRoutes = typeof API_ROUTES

@@ -23,7 +23,10 @@ export type RouteTag =
   | 'import'
   | 'files'
   | 'public'
+  | 'runs'
   | 'meta'
+  | 'datasets'
+  | 'experiments'
 
 export const ROUTE_TAGS: Record<RouteTag, string> = {
   auth: 'Sign-in, sign-up and session tokens.',
@@ -40,14 +43,17 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
   import: 'Bulk creation from a CSV file.',
   files: 'Prompts as code: Dotprompt, Prompty and JSON files, workspace archives, import with a plan.',
   public: 'The public catalog: no credential needed to read it.',
+  runs: 'Model provider connections, running a prompt on a model (streamed or not), and the run log.',
   meta: 'This document, its reference page and the health probes.',
+  datasets: 'Test inputs of a workspace: variables and expected outputs (JSON, CSV or JSONL).',
+  experiments: 'Prompt variants run over a dataset as a job, scored by evaluators.',
 }
 
 /** Response headers a route may set besides the ones every response carries. */
 export type RouteHeader = 'X-Service-Version'
 
 /** The service a proxied route goes to. */
-export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks'
+export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks' | 'runs' | 'experiments'
 
 /**
  * Which workspace a request acts in. context: the key's own, or for a user token its `org`

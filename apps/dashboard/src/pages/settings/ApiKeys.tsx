@@ -11,6 +11,7 @@ const SCOPE_HINTS: Record<Scope, string> = {
   'organization:read': 'read the organization and its members',
   'organization:write': 'change settings, members and webhooks',
   'environments:promote-protected': 'promote to protected environments (e.g. production)',
+  'runs:write': 'run prompts on a model (connections stay admin-only)',
 }
 
 /** API keys: the list (never the key itself), minting one (shown once), revoking. */

@@ -1,0 +1,114 @@
+import { join } from 'node:path'
+import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
+import { SUBJECTS } from '@pm/contracts'
+import { connectMongo, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import type { ExperimentsConfig } from './config.ts'
+import { datasetRoutes } from './routes/datasets.ts'
+import { experimentRoutes } from './routes/experiments.ts'
+import { PromptsClient, RunsExecutor, type UnitExecutor } from './services/clients.ts'
+import { ExperimentsService } from './services/experiments.ts'
+import { Runner } from './services/runner.ts'
+import { MongoExperimentStore } from './store/mongo.ts'
+import { SqliteExperimentStore } from './store/sqlite.ts'
+import type { ExperimentStore } from './store/types.ts'
+
+export { loadExperimentsConfig, ExperimentsConfigSchema, type ExperimentsConfig } from './config.ts'
+export type { ExperimentStore } from './store/types.ts'
+export { SqliteExperimentStore } from './store/sqlite.ts'
+export { MongoExperimentStore } from './store/mongo.ts'
+export { type RunAnswer, type RunRequest, RateLimitedError, type UnitExecutor } from './services/clients.ts'
+
+export interface ExperimentsAppOptions {
+  config: ExperimentsConfig
+  bus?: EventBus
+  store?: ExperimentStore
+  /** Stands in for the runs service (tests of the job machinery); RUNS_URL by default. */
+  executor?: UnitExecutor
+  logStream?: NodeJS.WritableStream
+  metrics?: Metrics
+  tracing?: Tracing
+}
+
+export async function openExperimentStore(config: ExperimentsConfig): Promise<ExperimentStore> {
+  if (config.MONGO_URL) {
+    const store = new MongoExperimentStore(
+      await connectMongo(config.MONGO_URL),
+      config.MONGO_DB ?? 'pm_experiments',
+    )
+    await store.init()
+    return store
+  }
+  return new SqliteExperimentStore(join(config.DATA_DIR, 'experiments.db'))
+}
+
+export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
+  const { config, tracing } = opts
+  const ownStore = opts.store ?? (await openExperimentStore(config))
+  const store = tracing ? traceMethods(ownStore, tracing, 'experiments.store') : ownStore
+  const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'experiments'))
+  const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
+  const app = createService({
+    name: 'experiments',
+    logLevel: config.LOG_LEVEL,
+    internalSecret: config.INTERNAL_AUTH_SECRET,
+    logStream: opts.logStream,
+    readiness: { store: () => store.check(), bus: () => bus.check() },
+    metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
+    ...(tracing ? { tracing } : {}),
+  })
+  const executor =
+    opts.executor ??
+    new RunsExecutor(config.RUNS_URL, config.INTERNAL_AUTH_SECRET, config.EXPERIMENT_CALL_TIMEOUT_MS)
+  const prompts = new PromptsClient(config.PROMPTS_URL, config.INTERNAL_AUTH_SECRET)
+  let service: ExperimentsService | undefined
+  const runner = new Runner({
+    store,
+    executor,
+    log: app.log,
+    orgConcurrency: config.EXPERIMENT_ORG_CONCURRENCY,
+    leaseMs: config.EXPERIMENT_LEASE_MS,
+    pollMs: config.EXPERIMENT_POLL_MS,
+    maxBackoffMs: config.EXPERIMENT_MAX_BACKOFF_MS,
+    onEnded: (exp) => (service ? service.ended(exp) : Promise.resolve()),
+  })
+  service = new ExperimentsService({
+    store,
+    bus,
+    prompts,
+    runner,
+    log: app.log,
+    defaultConcurrency: config.EXPERIMENT_DEFAULT_CONCURRENCY,
+  })
+  const deps = { config, service }
+  datasetRoutes(app, deps)
+  experimentRoutes(app, deps)
+
+  let closing = false
+  let scanTimer: NodeJS.Timeout | undefined
+  const scan = async () => {
+    if (closing || !service) return
+    await service.scan().catch((err: unknown) => app.log.error({ err }, 'experiment scan failed'))
+    if (!closing) scanTimer = setTimeout(scan, Math.max(1_000, config.EXPERIMENT_POLL_MS * 4))
+  }
+  app.addHook('onReady', async () => {
+    // The job queue: every replica shares one durable consumer, so each queued experiment is
+    // taken by one of them; the scan resumes what a crashed process held (leases run out).
+    await bus.consume(SUBJECTS.experimentQueued, config.EXPERIMENT_CONSUMER, async (data) => {
+      if (closing) throw new Error('experiments service is shutting down')
+      const id = (data as { experimentId?: unknown } | null)?.experimentId
+      if (typeof id === 'string' && service) await service.take(id)
+    })
+    void scan()
+  })
+  // Stop taking work, give the units in flight back, then close the clients, the bus and the store.
+  app.addHook('onClose', async () => {
+    closing = true
+    clearTimeout(scanTimer)
+    await runner.close()
+    await executor.close()
+    await prompts.close()
+    if (!opts.bus) await ownBus.close()
+    if (!opts.store) await ownStore.close()
+  })
+  return app
+}

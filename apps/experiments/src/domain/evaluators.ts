@@ -1,0 +1,207 @@
+import type { Evaluator } from '@pm/contracts'
+import { Ajv, type ValidateFunction } from 'ajv'
+import { RE2JS } from 're2js'
+
+/**
+ * The evaluators of DESIGN section 14, as pure functions of one unit's outcome. Every score is
+ * 0..1. `regex` runs on RE2JS (a JavaScript port of RE2): matching is linear in the input, so a
+ * pattern that would backtrack forever in JavaScript's own engine (`(a+)+b`) cannot hang the
+ * process; the few constructs RE2 does not have (backreferences, lookaround) are refused when
+ * the experiment is created.
+ */
+
+/** What one unit produced, as the evaluators see it. */
+export interface Outcome {
+  output: string
+  expected: string | null
+  variables: Record<string, unknown>
+}
+
+export type EvalResult = { score: number } | { error: string }
+
+/** Asks the rubric prompt (`llm-judge`) for its verdict on one outcome: the model's answer text. */
+export type Judge = (
+  evaluator: Extract<Evaluator, { type: 'llm-judge' }>,
+  variables: { input: string; output: string; expected: string },
+) => Promise<string>
+
+export interface CompiledEvaluator {
+  name: string
+  type: Evaluator['type']
+  evaluate(outcome: Outcome, judge: Judge): Promise<EvalResult>
+}
+
+/** A problem with an evaluator as requested: its index and what is wrong. */
+export class EvaluatorConfigError extends Error {
+  readonly index: number
+  constructor(index: number, message: string) {
+    super(message)
+    this.name = 'EvaluatorConfigError'
+    this.index = index
+  }
+}
+
+/** The output a regex or a JSON parse is given at most (a bound on the work per unit). */
+export const EVALUATED_OUTPUT_MAX = 1_000_000
+
+/** Each evaluator's name: its own, else its type, with `-2`, `-3`... for repeats. */
+export function evaluatorNames(evaluators: readonly Evaluator[]): string[] {
+  const taken = new Set<string>()
+  return evaluators.map((e) => {
+    const base = e.name ?? e.type
+    let name = base
+    for (let n = 2; taken.has(name); n++) name = `${base}-${n}`
+    taken.add(name)
+    return name
+  })
+}
+
+const clamp = (x: number): number => (x < 0 ? 0 : Math.min(x, 1))
+
+/**
+ * The score a judge's answer holds: a JSON object with a numeric `score` (possibly inside a
+ * fenced block or surrounded by text), else a line `score: 0.8`, else the whole answer being
+ * one number. Only 0..1 counts; anything else is no score (the unit's evaluator errors).
+ */
+export function parseJudgeScore(answer: string): number | null {
+  const text = answer.trim()
+  const inRange = (x: unknown): number | null =>
+    typeof x === 'number' && Number.isFinite(x) && x >= 0 && x <= 1 ? x : null
+  const objects = text.match(/\{[^{}]*\}/g) ?? []
+  for (const candidate of objects) {
+    try {
+      const parsed: unknown = JSON.parse(candidate)
+      if (typeof parsed === 'object' && parsed !== null && 'score' in parsed) {
+        const raw = (parsed as { score: unknown }).score
+        return inRange(typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw)
+      }
+    } catch {
+      // not JSON: try the next form
+    }
+  }
+  const line = /(?:^|\n)\s*\**score\**\s*[:=]\s*([0-9]*\.?[0-9]+)/i.exec(text)
+  if (line?.[1] !== undefined) return inRange(Number(line[1]))
+  if (/^[0-9]*\.?[0-9]+$/.test(text)) return inRange(Number(text))
+  return null
+}
+
+function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['evaluate'] {
+  switch (e.type) {
+    case 'exact':
+      return async ({ output, expected }) =>
+        expected === null
+          ? { error: 'the item has no expected output' }
+          : { score: output.trim() === expected.trim() ? 1 : 0 }
+    case 'contains': {
+      const fixed = e.value
+      return async ({ output, expected }) => {
+        const needle = fixed ?? expected
+        if (needle === null || needle === '')
+          return { error: 'no value to look for: give `value` or an expected output' }
+        return { score: output.includes(needle) ? 1 : 0 }
+      }
+    }
+    case 'regex': {
+      let re: RE2JS
+      try {
+        re = RE2JS.compile(e.pattern)
+      } catch (err) {
+        throw new EvaluatorConfigError(
+          index,
+          `pattern is not a supported regular expression (RE2 syntax): ${(err as Error).message}`,
+        )
+      }
+      return async ({ output }) => ({
+        score: re.matcher(output.slice(0, EVALUATED_OUTPUT_MAX)).find() ? 1 : 0,
+      })
+    }
+    case 'json-valid':
+      return async ({ output }) => {
+        try {
+          JSON.parse(output.slice(0, EVALUATED_OUTPUT_MAX))
+          return { score: 1 }
+        } catch {
+          return { score: 0 }
+        }
+      }
+    case 'json-schema': {
+      let validate: ValidateFunction
+      try {
+        validate = ajv.compile(e.schema)
+      } catch (err) {
+        throw new EvaluatorConfigError(index, `schema is not a valid JSON Schema: ${(err as Error).message}`)
+      }
+      return async ({ output }) => {
+        let value: unknown
+        try {
+          value = JSON.parse(output.slice(0, EVALUATED_OUTPUT_MAX))
+        } catch {
+          return { score: 0 }
+        }
+        return { score: validate(value) ? 1 : 0 }
+      }
+    }
+    case 'llm-judge':
+      return async ({ output, expected, variables }, judge) => {
+        let answer: string
+        try {
+          answer = await judge(e, { input: JSON.stringify(variables), output, expected: expected ?? '' })
+        } catch (err) {
+          // A provider's 429 is not the judge's verdict: the unit is given back and tried again.
+          if ((err as { backoff?: unknown }).backoff === true) throw err
+          return { error: `the judge's run failed: ${(err as Error).message}` }
+        }
+        const score = parseJudgeScore(answer)
+        return score === null
+          ? {
+              error: `the judge's answer holds no score between 0 and 1: ${JSON.stringify(answer.slice(0, 200))}`,
+            }
+          : { score: clamp(score) }
+      }
+  }
+}
+
+/** Checks and prepares an experiment's evaluators; throws EvaluatorConfigError for a bad one. */
+export function compileEvaluators(evaluators: readonly Evaluator[]): CompiledEvaluator[] {
+  // strict: an unknown keyword in a schema is a mistake worth reporting; no code generation of
+  // formats is needed here.
+  const ajv = new Ajv({ allErrors: false, strict: false })
+  const names = evaluatorNames(evaluators)
+  return evaluators.map((e, i) => ({
+    name: names[i] ?? e.type,
+    type: e.type,
+    evaluate: compileOne(e, i, ajv),
+  }))
+}
+
+/** Passing: every evaluator scored, and every score is at least this. */
+export const PASS_THRESHOLD = 0.5
+
+export interface Scored {
+  scores: Record<string, number | null>
+  evaluatorErrors: Record<string, string>
+  passed: boolean
+}
+
+/** Runs every evaluator on one outcome (in order: the judge's calls are not made in parallel). */
+export async function score(
+  compiled: readonly CompiledEvaluator[],
+  outcome: Outcome,
+  judge: Judge,
+): Promise<Scored> {
+  const scores: Record<string, number | null> = {}
+  const evaluatorErrors: Record<string, string> = {}
+  let passed = true
+  for (const ev of compiled) {
+    const result = await ev.evaluate(outcome, judge)
+    if ('score' in result) {
+      scores[ev.name] = clamp(result.score)
+      if (result.score < PASS_THRESHOLD) passed = false
+    } else {
+      scores[ev.name] = null
+      evaluatorErrors[ev.name] = result.error
+      passed = false
+    }
+  }
+  return { scores, evaluatorErrors, passed }
+}

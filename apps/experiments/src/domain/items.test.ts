@@ -1,0 +1,66 @@
+import { AppError } from '@pm/contracts'
+import { describe, expect, it } from 'vitest'
+import { isJsonl, parseCsvItems, parseJsonlItems } from './items.ts'
+
+const MB = 1024 * 1024
+function failure(fn: () => unknown): AppError {
+  try {
+    fn()
+  } catch (err) {
+    if (err instanceof AppError) return err
+    throw err
+  }
+  throw new Error('did not throw')
+}
+
+describe('dataset uploads', () => {
+  it('CSV: columns are variables, `expected` the expected output; blank lines skipped', () => {
+    const items = parseCsvItems(
+      Buffer.from('\uFEFFcity,country,expected\nParis,France,yes\n\n"Lyon, 2e",France,"multi\nline"\n'),
+      10,
+      MB,
+    )
+    expect(items).toEqual([
+      { variables: { city: 'Paris', country: 'France' }, expected: 'yes' },
+      { variables: { city: 'Lyon, 2e', country: 'France' }, expected: 'multi\nline' },
+    ])
+    expect(parseCsvItems(Buffer.from('q\nhello\n'), 10, MB)).toEqual([
+      { variables: { q: 'hello' }, expected: null },
+    ])
+  })
+
+  it('CSV: a bad row is reported by its number', () => {
+    const e = failure(() => parseCsvItems(Buffer.from('a,b\n1,2\n3,4\n5\n'), 10, MB))
+    expect(e.code).toBe('VALIDATION_ERROR')
+    expect(e.details).toMatchObject({ row: 4 })
+    expect(failure(() => parseCsvItems(Buffer.from('a,a\n1,2\n'), 10, MB)).details).toMatchObject({ row: 1 })
+    expect(failure(() => parseCsvItems(Buffer.from('a\n1\n2\n3\n'), 2, MB)).details).toMatchObject({ row: 4 })
+    expect(failure(() => parseCsvItems(Buffer.from(''), 2, MB)).message).toMatch(/header/)
+  })
+
+  it('JSONL: one item per line; a bad line is reported by its number', () => {
+    const ok = parseJsonlItems(
+      Buffer.from('{"variables":{"q":"a"},"expected":"A"}\n\n{"variables":{"q":"b"},"metadata":{"k":1}}\n'),
+      10,
+    )
+    expect(ok).toEqual([
+      { variables: { q: 'a' }, expected: 'A' },
+      { variables: { q: 'b' }, metadata: { k: 1 } },
+    ])
+    expect(
+      failure(() => parseJsonlItems(Buffer.from('{"variables":{}}\n{oops\n'), 10)).details,
+    ).toMatchObject({ row: 2 })
+    expect(failure(() => parseJsonlItems(Buffer.from('{"variables":{},"x":1}\n'), 10)).message).toMatch(
+      /unknown field/,
+    )
+    expect(
+      failure(() => parseJsonlItems(Buffer.from('{"variables":{},"expected":3}\n'), 10)).details,
+    ).toMatchObject({ row: 1 })
+  })
+
+  it('tells JSONL from CSV by name or type', () => {
+    expect(isJsonl('a.jsonl', 'application/octet-stream')).toBe(true)
+    expect(isJsonl('a.csv', 'application/jsonl')).toBe(true)
+    expect(isJsonl('a.csv', 'text/csv')).toBe(false)
+  })
+})

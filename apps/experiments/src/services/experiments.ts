@@ -1,0 +1,441 @@
+import {
+  AppError,
+  type CallerContext,
+  type CreateDatasetRequest,
+  type CreateExperimentRequest,
+  DATASET_ITEMS_MAX,
+  type Dataset,
+  type DatasetItem,
+  type DatasetItemInput,
+  type Experiment,
+  type ExperimentCompletedEvent,
+  type ExperimentResult,
+  pagination,
+  SUBJECTS,
+  type UpdateDatasetRequest,
+} from '@pm/contracts'
+import type { EventBus } from '@pm/bus'
+import { newId, type VerifiedContext } from '@pm/kit'
+import type { FastifyBaseLogger } from 'fastify'
+import { summarize } from '../domain/aggregate.ts'
+import { compileEvaluators, EvaluatorConfigError, evaluatorNames } from '../domain/evaluators.ts'
+import type {
+  DatasetRecord,
+  ExperimentRecord,
+  ExperimentStore,
+  ItemRecord,
+  PageArgs,
+  UnitRecord,
+} from '../store/types.ts'
+import { unitId } from '../store/types.ts'
+import type { PromptsClient } from './clients.ts'
+import type { Runner } from './runner.ts'
+
+export interface ExperimentsServiceOptions {
+  store: ExperimentStore
+  bus: EventBus
+  prompts: PromptsClient
+  runner: Runner
+  log: FastifyBaseLogger
+  defaultConcurrency: number
+}
+
+const toDataset = (d: DatasetRecord): Dataset => ({
+  _id: d._id,
+  organizationId: d.organizationId,
+  name: d.name,
+  description: d.description,
+  itemCount: d.itemCount,
+  createdAt: d.createdAt,
+  updatedAt: d.updatedAt,
+})
+
+const toItem = (i: ItemRecord): DatasetItem => ({
+  _id: i._id,
+  datasetId: i.datasetId,
+  position: i.position,
+  variables: i.variables,
+  expected: i.expected,
+  metadata: i.metadata,
+  createdAt: i.createdAt,
+})
+
+/** A metadata object is kept whole: at most this many bytes of JSON per item. */
+const METADATA_MAX_BYTES = 16 * 1024
+
+/** Datasets and experiments: the logic behind the routes, and the experiment's lifecycle. */
+export class ExperimentsService {
+  private readonly opts: ExperimentsServiceOptions
+
+  constructor(opts: ExperimentsServiceOptions) {
+    this.opts = opts
+  }
+
+  // ---- datasets
+
+  private async dataset(organizationId: string, id: string): Promise<DatasetRecord> {
+    const d = await this.opts.store.getDataset(organizationId, id)
+    if (!d) throw new AppError('NOT_FOUND', 'dataset not found')
+    return d
+  }
+
+  async createDataset(organizationId: string, body: CreateDatasetRequest): Promise<Dataset> {
+    const now = new Date().toISOString()
+    const record: DatasetRecord = {
+      _id: newId(),
+      organizationId,
+      name: body.name.trim() || body.name,
+      description: body.description ?? '',
+      itemCount: 0,
+      createdAt: now,
+      updatedAt: now,
+    }
+    const items = body.items ?? []
+    this.checkItems(items, '/body/items')
+    await this.opts.store.createDataset(record)
+    if (items.length > 0) await this.addItems(organizationId, record._id, items)
+    return toDataset(await this.dataset(organizationId, record._id))
+  }
+
+  getDataset = async (organizationId: string, id: string): Promise<Dataset> =>
+    toDataset(await this.dataset(organizationId, id))
+
+  async listDatasets(organizationId: string, p: PageArgs) {
+    const { rows, total } = await this.opts.store.listDatasets(organizationId, p)
+    return { datasets: rows.map(toDataset), pagination: pagination(p.page, p.limit, total) }
+  }
+
+  async updateDataset(organizationId: string, id: string, body: UpdateDatasetRequest): Promise<Dataset> {
+    const patch = {
+      ...(body.name !== undefined ? { name: body.name } : {}),
+      ...(body.description !== undefined ? { description: body.description } : {}),
+      updatedAt: new Date().toISOString(),
+    }
+    const d = await this.opts.store.updateDataset(organizationId, id, patch)
+    if (!d) throw new AppError('NOT_FOUND', 'dataset not found')
+    return toDataset(d)
+  }
+
+  async deleteDataset(organizationId: string, id: string): Promise<{ _id: string; deleted: true }> {
+    await this.dataset(organizationId, id)
+    if ((await this.opts.store.activeOnDataset(id)) > 0) {
+      throw new AppError('CONFLICT', 'an experiment on this dataset is queued or running: cancel it first')
+    }
+    if (!(await this.opts.store.deleteDataset(organizationId, id)))
+      throw new AppError('NOT_FOUND', 'dataset not found')
+    return { _id: id, deleted: true }
+  }
+
+  private checkItems(items: readonly DatasetItemInput[], path: string): void {
+    items.forEach((it, i) => {
+      if (it.metadata && Buffer.byteLength(JSON.stringify(it.metadata)) > METADATA_MAX_BYTES) {
+        throw new AppError(
+          'VALIDATION_ERROR',
+          `item ${i}: metadata is larger than ${METADATA_MAX_BYTES} bytes`,
+          {
+            errors: [
+              { path: `${path}/${i}/metadata`, message: `at most ${METADATA_MAX_BYTES} bytes of JSON` },
+            ],
+          },
+        )
+      }
+    })
+  }
+
+  /** Adds every item or none (10,000 per dataset at most). */
+  async addItems(organizationId: string, datasetId: string, items: readonly DatasetItemInput[]) {
+    this.checkItems(items, '/body/items')
+    const now = new Date().toISOString()
+    const outcome = await this.opts.store.addItems(
+      organizationId,
+      datasetId,
+      items.map((it) => ({
+        _id: newId(),
+        organizationId,
+        datasetId,
+        variables: it.variables,
+        expected: it.expected ?? null,
+        metadata: it.metadata ?? null,
+        createdAt: now,
+      })),
+      DATASET_ITEMS_MAX,
+    )
+    if (outcome === 'not-found') throw new AppError('NOT_FOUND', 'dataset not found')
+    if (outcome === 'too-many') {
+      const d = await this.dataset(organizationId, datasetId)
+      throw new AppError(
+        'CONFLICT',
+        `a dataset holds at most ${DATASET_ITEMS_MAX} items: it has ${d.itemCount}, and ${items.length} more would pass the bound; nothing was added`,
+        { itemCount: d.itemCount, adding: items.length, max: DATASET_ITEMS_MAX },
+      )
+    }
+    return { added: items.length, itemCount: outcome.itemCount }
+  }
+
+  /** Room left in a dataset (an upload is parsed against it before anything is written). */
+  async room(organizationId: string, datasetId: string): Promise<number> {
+    return DATASET_ITEMS_MAX - (await this.dataset(organizationId, datasetId)).itemCount
+  }
+
+  async listItems(organizationId: string, datasetId: string, p: PageArgs) {
+    await this.dataset(organizationId, datasetId)
+    const { rows, total } = await this.opts.store.listItems(organizationId, datasetId, p)
+    return { items: rows.map(toItem), pagination: pagination(p.page, p.limit, total) }
+  }
+
+  async deleteItem(organizationId: string, datasetId: string, itemId: string) {
+    await this.dataset(organizationId, datasetId)
+    if (!(await this.opts.store.deleteItem(organizationId, datasetId, itemId)))
+      throw new AppError('NOT_FOUND', 'item not found')
+    return { _id: itemId, deleted: true as const }
+  }
+
+  // ---- experiments
+
+  async createExperiment(caller: CallerContext, organizationId: string, body: CreateExperimentRequest) {
+    const { store } = this.opts
+    try {
+      compileEvaluators(body.evaluators)
+    } catch (err) {
+      if (err instanceof EvaluatorConfigError) {
+        throw new AppError('VALIDATION_ERROR', `evaluators[${err.index}]: ${err.message}`, {
+          errors: [{ path: `/body/evaluators/${err.index}`, message: err.message }],
+        })
+      }
+      throw err
+    }
+    const dataset = await store.getDataset(organizationId, body.datasetId)
+    if (!dataset) throw new AppError('NOT_FOUND', 'dataset not found')
+    body.variants.forEach((v, i) => {
+      const chosen = [v.version !== undefined, v.env !== undefined, v.draft === true].filter(Boolean).length
+      if (chosen > 1) {
+        throw new AppError('VALIDATION_ERROR', `variants[${i}]: give at most one of version, env and draft`, {
+          errors: [{ path: `/body/variants/${i}`, message: 'at most one of version, env, draft' }],
+        })
+      }
+    })
+    const { requestId, ...context } = caller
+    const signed: VerifiedContext = { ...context, organizationId }
+    for (const [i, v] of body.variants.entries())
+      await this.opts.prompts.checkVariant(signed, requestId, v, i)
+    const items = await store.allItems(dataset._id)
+    if (items.length === 0)
+      throw new AppError('VALIDATION_ERROR', 'the dataset has no items', {
+        errors: [{ path: '/body/datasetId', message: 'empty dataset' }],
+      })
+    const now = new Date().toISOString()
+    const experiment: ExperimentRecord = {
+      _id: newId(),
+      organizationId,
+      name: body.name,
+      datasetId: dataset._id,
+      variants: body.variants,
+      connectionId: body.connectionId,
+      model: body.model ?? null,
+      params: body.params ?? null,
+      evaluators: body.evaluators,
+      concurrency: body.concurrency ?? this.opts.defaultConcurrency,
+      status: 'queued',
+      total: items.length * body.variants.length,
+      caller: signed,
+      error: null,
+      summary: null,
+      announced: false,
+      createdAt: now,
+      startedAt: null,
+      finishedAt: null,
+    }
+    const units: UnitRecord[] = []
+    for (const item of items) {
+      for (let variant = 0; variant < body.variants.length; variant++) {
+        units.push({
+          _id: unitId(experiment._id, item._id, variant),
+          experimentId: experiment._id,
+          organizationId,
+          itemId: item._id,
+          position: item.position,
+          variant,
+          status: 'pending',
+          leaseToken: null,
+          leaseUntil: null,
+          notBefore: null,
+          output: null,
+          scores: {},
+          evaluatorErrors: {},
+          passed: false,
+          latencyMs: null,
+          inputTokens: 0,
+          outputTokens: 0,
+          error: null,
+          finishedAt: null,
+        })
+      }
+    }
+    await store.createExperiment(experiment, units)
+    // The job: a durable message any replica's consumer takes (the store's scan is the net).
+    await this.opts.bus
+      .publishDurable(SUBJECTS.experimentQueued, { experimentId: experiment._id }, experiment._id)
+      .catch((err: unknown) =>
+        this.opts.log.warn(
+          { err, experimentId: experiment._id },
+          'queued message not sent; the scan starts it',
+        ),
+      )
+    return { experimentId: experiment._id, status: 'queued' as const }
+  }
+
+  /** A queued experiment is taken (queued → running) and driven here; a running one is resumed. */
+  async take(experimentId: string): Promise<void> {
+    const { store, runner } = this.opts
+    const exp = await store.getExperiment(null, experimentId)
+    if (!exp) return
+    if (exp.status === 'queued')
+      await store.transition(exp._id, ['queued'], 'running', { startedAt: new Date().toISOString() })
+    else if (exp.status !== 'running') return
+    runner.drive(exp._id, exp.organizationId)
+  }
+
+  /** Resumes what is active and announces what ended unannounced (start-up and every scan). */
+  async scan(): Promise<void> {
+    for (const exp of await this.opts.store.activeExperiments()) {
+      if (!this.opts.runner.isDriving(exp._id)) await this.take(exp._id)
+    }
+    for (const exp of await this.opts.store.unannounced()) await this.announce(exp)
+  }
+
+  private async summaryOf(exp: ExperimentRecord) {
+    if (exp.summary !== null && exp.status !== 'running' && exp.status !== 'queued') return exp.summary
+    return summarize(exp.variants, evaluatorNames(exp.evaluators), await this.opts.store.doneUnits(exp._id))
+  }
+
+  /** Every unit is done: completed, or failed when not one unit got an answer. */
+  ended = async (exp: ExperimentRecord): Promise<void> => {
+    const summary = await this.summaryOf(exp)
+    const answered = summary.some((s) => s.done > s.errors)
+    const finishedAt = new Date().toISOString()
+    const moved = answered
+      ? await this.opts.store.transition(exp._id, ['running'], 'completed', { summary, finishedAt })
+      : await this.opts.store.transition(exp._id, ['running'], 'failed', {
+          summary,
+          finishedAt,
+          error: 'every unit failed',
+        })
+    if (moved) {
+      const fresh = await this.opts.store.getExperiment(null, exp._id)
+      if (fresh) await this.announce(fresh)
+    }
+  }
+
+  private async announce(exp: ExperimentRecord): Promise<void> {
+    const { done } = await this.opts.store.countUnits(exp._id)
+    const event: ExperimentCompletedEvent = {
+      id: exp._id,
+      type: 'experiment.completed',
+      createdAt: exp.finishedAt ?? new Date().toISOString(),
+      organizationId: exp.organizationId,
+      data: {
+        experimentId: exp._id,
+        name: exp.name,
+        datasetId: exp.datasetId,
+        status: exp.status,
+        progress: { done, total: exp.total },
+        summary: exp.summary ?? [],
+      },
+    }
+    try {
+      // The message id is the experiment's: a repeat after a crash is stored once.
+      await this.opts.bus.publishDurable(SUBJECTS.experimentCompleted, event, exp._id)
+      await this.opts.store.markAnnounced(exp._id)
+    } catch (err) {
+      this.opts.log.warn(
+        { err, experimentId: exp._id },
+        'experiment.completed not sent yet; the next scan sends it',
+      )
+    }
+  }
+
+  private async view(exp: ExperimentRecord): Promise<Experiment> {
+    const { done } = await this.opts.store.countUnits(exp._id)
+    return {
+      _id: exp._id,
+      organizationId: exp.organizationId,
+      name: exp.name,
+      datasetId: exp.datasetId,
+      variants: exp.variants,
+      connectionId: exp.connectionId,
+      model: exp.model,
+      params: exp.params,
+      evaluators: exp.evaluators,
+      concurrency: exp.concurrency,
+      status: exp.status,
+      progress: { done, total: exp.total },
+      summary: await this.summaryOf(exp),
+      error: exp.error,
+      createdAt: exp.createdAt,
+      startedAt: exp.startedAt,
+      finishedAt: exp.finishedAt,
+    }
+  }
+
+  private async experiment(organizationId: string, id: string): Promise<ExperimentRecord> {
+    const exp = await this.opts.store.getExperiment(organizationId, id)
+    if (!exp) throw new AppError('NOT_FOUND', 'experiment not found')
+    return exp
+  }
+
+  getExperiment = async (organizationId: string, id: string): Promise<Experiment> =>
+    this.view(await this.experiment(organizationId, id))
+
+  async listExperiments(organizationId: string, p: PageArgs, promptId?: string) {
+    const { rows, total } = await this.opts.store.listExperiments(organizationId, p, promptId)
+    const experiments: Experiment[] = []
+    for (const r of rows) experiments.push(await this.view(r))
+    return { experiments, pagination: pagination(p.page, p.limit, total) }
+  }
+
+  async cancel(organizationId: string, id: string): Promise<Experiment> {
+    const exp = await this.experiment(organizationId, id)
+    const summary = await this.summaryOf(exp)
+    const moved = await this.opts.store.transition(id, ['queued', 'running'], 'cancelled', {
+      finishedAt: new Date().toISOString(),
+      summary,
+    })
+    if (!moved) throw new AppError('CONFLICT', `the experiment has already ended (${exp.status})`)
+    this.opts.runner.stop(id)
+    const fresh = await this.experiment(organizationId, id)
+    await this.announce(fresh)
+    return this.view(fresh)
+  }
+
+  async results(
+    organizationId: string,
+    id: string,
+    p: PageArgs,
+    filter: { variant?: number; failed?: boolean },
+  ) {
+    const exp = await this.experiment(organizationId, id)
+    const { rows, total } = await this.opts.store.listResults(id, p, filter)
+    const items = new Map<string, ItemRecord | null>()
+    const results: ExperimentResult[] = []
+    for (const u of rows) {
+      if (!items.has(u.itemId)) items.set(u.itemId, await this.opts.store.getItem(exp.datasetId, u.itemId))
+      const item = items.get(u.itemId) ?? null
+      results.push({
+        itemId: u.itemId,
+        position: u.position,
+        variant: u.variant,
+        variables: item?.variables ?? {},
+        expected: item?.expected ?? null,
+        output: u.output,
+        scores: u.scores,
+        evaluatorErrors: u.evaluatorErrors,
+        passed: u.passed,
+        latencyMs: u.latencyMs,
+        tokens: { input: u.inputTokens, output: u.outputTokens },
+        error: u.error,
+        finishedAt: u.finishedAt ?? exp.createdAt,
+      })
+    }
+    return { results, pagination: pagination(p.page, p.limit, total) }
+  }
+}

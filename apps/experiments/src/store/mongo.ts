@@ -1,0 +1,355 @@
+import type { ExperimentStatus } from '@pm/contracts'
+import { TRANSACTION_OPTIONS } from '@pm/kit'
+import type { ClientSession, Collection, Db, Filter, MongoClient } from 'mongodb'
+import type {
+  AddItemsOutcome,
+  DatasetRecord,
+  ExperimentRecord,
+  ExperimentStore,
+  ItemRecord,
+  NewItem,
+  Page,
+  PageArgs,
+  UnitRecord,
+  UnitResult,
+} from './types.ts'
+
+type DatasetDoc = DatasetRecord & { nextPosition: number }
+type ExperimentDoc = ExperimentRecord & { promptIds: string[] }
+
+const ACTIVE: ExperimentStatus[] = ['queued', 'running']
+const ENDED: ExperimentStatus[] = ['completed', 'failed', 'cancelled']
+
+function withoutDoc<T extends object, K extends string>(doc: T, ...keys: K[]): Omit<T, K> {
+  const copy = { ...doc } as Record<string, unknown>
+  for (const k of keys) delete copy[k]
+  return copy as Omit<T, K>
+}
+
+/**
+ * MongoDB implementation: string `_id`s. A unit's `_id` is its (experiment, item, variant) key,
+ * so creating the units twice fails rather than doubling them, and `completeUnit` is an
+ * `updateOne` conditioned on `status: 'pending'`: a unit repeated after a crash is written once.
+ * Claims are one `findOneAndUpdate` per unit, so two replicas never hold the same unit.
+ * Multi-document writes run in transactions (a replica set, as for the other services).
+ */
+export class MongoExperimentStore implements ExperimentStore {
+  private readonly client: MongoClient
+  private readonly db: Db
+  private readonly datasets: Collection<DatasetDoc>
+  private readonly items: Collection<ItemRecord>
+  private readonly experiments: Collection<ExperimentDoc>
+  private readonly units: Collection<UnitRecord>
+  private readonly ownsClient: boolean
+
+  constructor(client: MongoClient, dbName: string, ownsClient = true) {
+    this.client = client
+    this.ownsClient = ownsClient
+    this.db = client.db(dbName)
+    this.datasets = this.db.collection('datasets')
+    this.items = this.db.collection('items')
+    this.experiments = this.db.collection('experiments')
+    this.units = this.db.collection('units')
+  }
+
+  async init(): Promise<void> {
+    await Promise.all([
+      this.datasets.createIndex({ organizationId: 1, createdAt: -1, _id: -1 }),
+      this.items.createIndex({ datasetId: 1, position: 1 }, { unique: true }),
+      this.experiments.createIndex({ organizationId: 1, createdAt: -1, _id: -1 }),
+      this.experiments.createIndex({ organizationId: 1, promptIds: 1, createdAt: -1, _id: -1 }),
+      this.experiments.createIndex({ status: 1, announced: 1 }),
+      this.experiments.createIndex({ datasetId: 1, status: 1 }),
+      this.units.createIndex({ experimentId: 1, status: 1, position: 1, variant: 1 }),
+    ])
+  }
+
+  private async inTransaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
+    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
+    try {
+      let result: T | undefined
+      let done = false
+      await session.withTransaction(async () => {
+        result = await fn(session)
+        done = true
+      })
+      if (!done) throw new Error('transaction did not run')
+      return result as T
+    } finally {
+      await session.endSession()
+    }
+  }
+
+  async createDataset(d: DatasetRecord): Promise<void> {
+    await this.datasets.insertOne({ ...d, itemCount: 0, nextPosition: 1 })
+  }
+
+  async getDataset(organizationId: string, id: string): Promise<DatasetRecord | null> {
+    const doc = await this.datasets.findOne({ _id: id, organizationId })
+    return doc ? withoutDoc(doc, 'nextPosition') : null
+  }
+
+  async listDatasets(organizationId: string, p: PageArgs): Promise<Page<DatasetRecord>> {
+    const filter = { organizationId }
+    const [docs, total] = await Promise.all([
+      this.datasets
+        .find(filter)
+        .sort({ createdAt: -1, _id: -1 })
+        .skip((p.page - 1) * p.limit)
+        .limit(p.limit)
+        .toArray(),
+      this.datasets.countDocuments(filter),
+    ])
+    return { rows: docs.map((d) => withoutDoc(d, 'nextPosition')), total }
+  }
+
+  async updateDataset(
+    organizationId: string,
+    id: string,
+    patch: { name?: string; description?: string; updatedAt: string },
+  ): Promise<DatasetRecord | null> {
+    const set: Partial<DatasetDoc> = { updatedAt: patch.updatedAt }
+    if (patch.name !== undefined) set.name = patch.name
+    if (patch.description !== undefined) set.description = patch.description
+    const doc = await this.datasets.findOneAndUpdate(
+      { _id: id, organizationId },
+      { $set: set },
+      { returnDocument: 'after' },
+    )
+    return doc ? withoutDoc(doc, 'nextPosition') : null
+  }
+
+  async deleteDataset(organizationId: string, id: string): Promise<boolean> {
+    return this.inTransaction(async (session) => {
+      const r = await this.datasets.deleteOne({ _id: id, organizationId }, { session })
+      if (r.deletedCount !== 1) return false
+      await this.items.deleteMany({ datasetId: id }, { session })
+      return true
+    })
+  }
+
+  async addItems(
+    organizationId: string,
+    datasetId: string,
+    items: NewItem[],
+    max: number,
+  ): Promise<AddItemsOutcome> {
+    return this.inTransaction(async (session): Promise<AddItemsOutcome> => {
+      // The count and the positions move together, conditioned on the bound: a concurrent add
+      // either sees this one's count or aborts the transaction (write conflict) and is retried.
+      const d = await this.datasets.findOneAndUpdate(
+        { _id: datasetId, organizationId, itemCount: { $lte: max - items.length } },
+        {
+          $inc: { itemCount: items.length, nextPosition: items.length },
+          $set: { updatedAt: new Date().toISOString() },
+        },
+        { session, returnDocument: 'before' },
+      )
+      if (!d) {
+        const exists = await this.datasets.countDocuments(
+          { _id: datasetId, organizationId },
+          { session, limit: 1 },
+        )
+        return exists === 0 ? 'not-found' : 'too-many'
+      }
+      let position = d.nextPosition
+      await this.items.insertMany(
+        items.map((it) => ({ ...it, organizationId, datasetId, position: position++ })),
+        { session, ordered: true },
+      )
+      return { itemCount: d.itemCount + items.length }
+    })
+  }
+
+  async listItems(organizationId: string, datasetId: string, p: PageArgs): Promise<Page<ItemRecord>> {
+    const filter = { datasetId, organizationId }
+    const [rows, total] = await Promise.all([
+      this.items
+        .find(filter)
+        .sort({ position: 1 })
+        .skip((p.page - 1) * p.limit)
+        .limit(p.limit)
+        .toArray(),
+      this.items.countDocuments(filter),
+    ])
+    return { rows, total }
+  }
+
+  async allItems(datasetId: string): Promise<ItemRecord[]> {
+    return this.items.find({ datasetId }).sort({ position: 1 }).toArray()
+  }
+
+  async getItem(datasetId: string, itemId: string): Promise<ItemRecord | null> {
+    return this.items.findOne({ _id: itemId, datasetId })
+  }
+
+  async deleteItem(organizationId: string, datasetId: string, itemId: string): Promise<boolean> {
+    return this.inTransaction(async (session) => {
+      const r = await this.items.deleteOne({ _id: itemId, datasetId, organizationId }, { session })
+      if (r.deletedCount !== 1) return false
+      await this.datasets.updateOne(
+        { _id: datasetId },
+        { $inc: { itemCount: -1 }, $set: { updatedAt: new Date().toISOString() } },
+        { session },
+      )
+      return true
+    })
+  }
+
+  async createExperiment(e: ExperimentRecord, units: UnitRecord[]): Promise<void> {
+    await this.inTransaction(async (session) => {
+      await this.experiments.insertOne(
+        { ...e, promptIds: [...new Set(e.variants.map((v) => v.promptId))] },
+        { session },
+      )
+      // At most 50,000 units (10,000 items × 5 variants): batches keep each insert small.
+      for (let i = 0; i < units.length; i += 5_000) {
+        await this.units.insertMany(units.slice(i, i + 5_000), { session, ordered: true })
+      }
+    })
+  }
+
+  async getExperiment(organizationId: string | null, id: string): Promise<ExperimentRecord | null> {
+    const doc = await this.experiments.findOne(
+      organizationId === null ? { _id: id } : { _id: id, organizationId },
+    )
+    return doc ? withoutDoc(doc, 'promptIds') : null
+  }
+
+  async listExperiments(
+    organizationId: string,
+    p: PageArgs,
+    promptId?: string,
+  ): Promise<Page<ExperimentRecord>> {
+    const filter: Filter<ExperimentDoc> =
+      promptId === undefined ? { organizationId } : { organizationId, promptIds: promptId }
+    const [docs, total] = await Promise.all([
+      this.experiments
+        .find(filter)
+        .sort({ createdAt: -1, _id: -1 })
+        .skip((p.page - 1) * p.limit)
+        .limit(p.limit)
+        .toArray(),
+      this.experiments.countDocuments(filter),
+    ])
+    return { rows: docs.map((d) => withoutDoc(d, 'promptIds')), total }
+  }
+
+  async transition(
+    id: string,
+    from: readonly ExperimentStatus[],
+    to: ExperimentStatus,
+    fields: Partial<Pick<ExperimentRecord, 'startedAt' | 'finishedAt' | 'error' | 'summary'>> = {},
+  ): Promise<boolean> {
+    const set: Partial<ExperimentDoc> = { status: to }
+    if (fields.startedAt !== undefined) set.startedAt = fields.startedAt
+    if (fields.finishedAt !== undefined) set.finishedAt = fields.finishedAt
+    if (fields.error !== undefined) set.error = fields.error
+    if (fields.summary !== undefined) set.summary = fields.summary
+    const r = await this.experiments.updateOne({ _id: id, status: { $in: [...from] } }, { $set: set })
+    return r.modifiedCount === 1
+  }
+
+  async activeExperiments(): Promise<ExperimentRecord[]> {
+    const docs = await this.experiments
+      .find({ status: { $in: ACTIVE } })
+      .sort({ createdAt: 1 })
+      .toArray()
+    return docs.map((d) => withoutDoc(d, 'promptIds'))
+  }
+
+  async activeOnDataset(datasetId: string): Promise<number> {
+    return this.experiments.countDocuments({ datasetId, status: { $in: ACTIVE } })
+  }
+
+  async unannounced(): Promise<ExperimentRecord[]> {
+    const docs = await this.experiments.find({ status: { $in: ENDED }, announced: false }).toArray()
+    return docs.map((d) => withoutDoc(d, 'promptIds'))
+  }
+
+  async markAnnounced(id: string): Promise<void> {
+    await this.experiments.updateOne({ _id: id }, { $set: { announced: true } })
+  }
+
+  async claimUnits(
+    experimentId: string,
+    n: number,
+    now: string,
+    leaseUntil: string,
+    token: string,
+  ): Promise<UnitRecord[]> {
+    const claimed: UnitRecord[] = []
+    for (let i = 0; i < n; i++) {
+      const doc = await this.units.findOneAndUpdate(
+        {
+          experimentId,
+          status: 'pending',
+          $and: [
+            { $or: [{ leaseUntil: null }, { leaseUntil: { $lte: now } }] },
+            { $or: [{ notBefore: null }, { notBefore: { $lte: now } }] },
+          ],
+        },
+        { $set: { leaseToken: token, leaseUntil } },
+        { sort: { position: 1, variant: 1 }, returnDocument: 'after' },
+      )
+      if (!doc) break
+      claimed.push(doc)
+    }
+    return claimed
+  }
+
+  async releaseUnit(id: string, token: string, notBefore: string | null): Promise<void> {
+    await this.units.updateOne(
+      { _id: id, leaseToken: token, status: 'pending' },
+      { $set: { leaseToken: null, leaseUntil: null, notBefore } },
+    )
+  }
+
+  async completeUnit(id: string, r: UnitResult): Promise<boolean> {
+    const res = await this.units.updateOne(
+      { _id: id, status: 'pending' },
+      { $set: { ...r, status: 'done', leaseToken: null, leaseUntil: null } },
+    )
+    return res.modifiedCount === 1
+  }
+
+  async countUnits(experimentId: string): Promise<{ done: number; pending: number }> {
+    const [done, pending] = await Promise.all([
+      this.units.countDocuments({ experimentId, status: 'done' }),
+      this.units.countDocuments({ experimentId, status: 'pending' }),
+    ])
+    return { done, pending }
+  }
+
+  async doneUnits(experimentId: string): Promise<UnitRecord[]> {
+    return this.units.find({ experimentId, status: 'done' }).toArray()
+  }
+
+  async listResults(
+    experimentId: string,
+    p: PageArgs,
+    filter: { variant?: number; failed?: boolean },
+  ): Promise<Page<UnitRecord>> {
+    const f: Filter<UnitRecord> = { experimentId, status: 'done' }
+    if (filter.variant !== undefined) f.variant = filter.variant
+    if (filter.failed === true) f.$or = [{ error: { $ne: null } }, { passed: false }]
+    const [rows, total] = await Promise.all([
+      this.units
+        .find(f)
+        .sort({ position: 1, variant: 1 })
+        .skip((p.page - 1) * p.limit)
+        .limit(p.limit)
+        .toArray(),
+      this.units.countDocuments(f),
+    ])
+    return { rows, total }
+  }
+
+  async check(): Promise<void> {
+    await this.db.command({ ping: 1 })
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient) await this.client.close()
+  }
+}

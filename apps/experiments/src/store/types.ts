@@ -1,0 +1,159 @@
+import type { Evaluator, ExperimentStatus, ExperimentVariant, VariantSummary } from '@pm/contracts'
+import type { VerifiedContext } from '@pm/kit'
+
+export interface DatasetRecord {
+  _id: string
+  organizationId: string
+  name: string
+  description: string
+  itemCount: number
+  createdAt: string
+  updatedAt: string
+}
+
+export interface ItemRecord {
+  _id: string
+  organizationId: string
+  datasetId: string
+  /** 1-based, in the order items were added; never reused. */
+  position: number
+  variables: Record<string, unknown>
+  expected: string | null
+  metadata: Record<string, unknown> | null
+  createdAt: string
+}
+
+/** An item to add: the store gives it its position. */
+export type NewItem = Omit<ItemRecord, 'position'>
+
+export interface ExperimentRecord {
+  _id: string
+  organizationId: string
+  name: string
+  datasetId: string
+  variants: ExperimentVariant[]
+  connectionId: string
+  model: string | null
+  params: Record<string, unknown> | null
+  evaluators: Evaluator[]
+  concurrency: number
+  status: ExperimentStatus
+  total: number
+  /** Who started it: each unit's run acts as this caller (its workspace, its scopes). */
+  caller: VerifiedContext
+  error: string | null
+  /** Frozen when it ends; computed from the units while it runs. */
+  summary: VariantSummary[] | null
+  /** Whether `experiment.completed` has been handed to the bus. */
+  announced: boolean
+  createdAt: string
+  startedAt: string | null
+  finishedAt: string | null
+}
+
+/** One (item, variant) of an experiment: `_id` is `<experimentId>:<itemId>:<variant>`, its idempotency key. */
+export interface UnitRecord {
+  _id: string
+  experimentId: string
+  organizationId: string
+  itemId: string
+  position: number
+  variant: number
+  status: 'pending' | 'done'
+  leaseToken: string | null
+  leaseUntil: string | null
+  /** Not to be claimed before (a provider's Retry-After). */
+  notBefore: string | null
+  output: string | null
+  scores: Record<string, number | null>
+  evaluatorErrors: Record<string, string>
+  passed: boolean
+  latencyMs: number | null
+  inputTokens: number
+  outputTokens: number
+  error: string | null
+  finishedAt: string | null
+}
+
+export type UnitResult = Pick<
+  UnitRecord,
+  'output' | 'scores' | 'evaluatorErrors' | 'passed' | 'latencyMs' | 'inputTokens' | 'outputTokens' | 'error'
+> & { finishedAt: string }
+
+export interface Page<T> {
+  rows: T[]
+  total: number
+}
+export interface PageArgs {
+  page: number
+  limit: number
+}
+
+export function unitId(experimentId: string, itemId: string, variant: number): string {
+  return `${experimentId}:${itemId}:${variant}`
+}
+
+export type AddItemsOutcome = { itemCount: number } | 'not-found' | 'too-many'
+
+/** Datasets, items, experiments and their units: SQLite in the embedded default, MongoDB otherwise. */
+export interface ExperimentStore {
+  createDataset(dataset: DatasetRecord): Promise<void>
+  getDataset(organizationId: string, id: string): Promise<DatasetRecord | null>
+  listDatasets(organizationId: string, page: PageArgs): Promise<Page<DatasetRecord>>
+  updateDataset(
+    organizationId: string,
+    id: string,
+    patch: Partial<Pick<DatasetRecord, 'name' | 'description'>> & { updatedAt: string },
+  ): Promise<DatasetRecord | null>
+  /** Deletes the dataset and its items. */
+  deleteDataset(organizationId: string, id: string): Promise<boolean>
+  /** Adds every item or none: none when the dataset would pass `max` items. */
+  addItems(organizationId: string, datasetId: string, items: NewItem[], max: number): Promise<AddItemsOutcome>
+  listItems(organizationId: string, datasetId: string, page: PageArgs): Promise<Page<ItemRecord>>
+  /** Every item of a dataset, by position. */
+  allItems(datasetId: string): Promise<ItemRecord[]>
+  getItem(datasetId: string, itemId: string): Promise<ItemRecord | null>
+  deleteItem(organizationId: string, datasetId: string, itemId: string): Promise<boolean>
+
+  /** The experiment and its pending units, written together. */
+  createExperiment(experiment: ExperimentRecord, units: UnitRecord[]): Promise<void>
+  getExperiment(organizationId: string | null, id: string): Promise<ExperimentRecord | null>
+  listExperiments(organizationId: string, page: PageArgs, promptId?: string): Promise<Page<ExperimentRecord>>
+  /** Moves the status from one of `from` to `to` (with the other fields); false when it was not in `from`. */
+  transition(
+    id: string,
+    from: readonly ExperimentStatus[],
+    to: ExperimentStatus,
+    fields?: Partial<Pick<ExperimentRecord, 'startedAt' | 'finishedAt' | 'error' | 'summary'>>,
+  ): Promise<boolean>
+  /** Experiments queued or running (resumed at start, polled by the runner). */
+  activeExperiments(): Promise<ExperimentRecord[]>
+  activeOnDataset(datasetId: string): Promise<number>
+  /** Ended experiments whose event was not handed to the bus yet. */
+  unannounced(): Promise<ExperimentRecord[]>
+  markAnnounced(id: string): Promise<void>
+
+  /** Claims up to `n` pending units that are due and not leased (or whose lease ran out). */
+  claimUnits(
+    experimentId: string,
+    n: number,
+    now: string,
+    leaseUntil: string,
+    token: string,
+  ): Promise<UnitRecord[]>
+  /** Gives a unit back (a 429, a cancel): due again at `notBefore`, or at once. */
+  releaseUnit(id: string, token: string, notBefore: string | null): Promise<void>
+  /** Records a unit's result once: false when it was already done (a repeat after a crash). */
+  completeUnit(id: string, result: UnitResult): Promise<boolean>
+  countUnits(experimentId: string): Promise<{ done: number; pending: number }>
+  /** The finished units of an experiment (what the aggregates need). */
+  doneUnits(experimentId: string): Promise<UnitRecord[]>
+  listResults(
+    experimentId: string,
+    page: PageArgs,
+    filter: { variant?: number; failed?: boolean },
+  ): Promise<Page<UnitRecord>>
+
+  check(): Promise<void>
+  close(): Promise<void>
+}

@@ -1,0 +1,108 @@
+import { join } from 'node:path'
+import {
+  connectMongo,
+  createService,
+  type HostLookup,
+  loadSecretBox,
+  type Metrics,
+  type Service,
+  type Tracing,
+  traceMethods,
+} from '@pm/kit'
+import type { RunsConfig } from './config.ts'
+import { connectionRoutes } from './routes/connections.ts'
+import { runRoutes } from './routes/runs.ts'
+import { Connections } from './services/connections.ts'
+import { Egress } from './services/egress.ts'
+import { OrgLimiter } from './services/limiter.ts'
+import { RenderClient } from './services/render.ts'
+import { Runs } from './services/runs.ts'
+import { MongoRunStore } from './store/mongo.ts'
+import { SqliteRunStore } from './store/sqlite.ts'
+import type { RunStore } from './store/types.ts'
+
+export { loadRunsConfig, RunsConfigSchema, type RunsConfig } from './config.ts'
+export type { RunStore } from './store/types.ts'
+export { SqliteRunStore } from './store/sqlite.ts'
+export { MongoRunStore } from './store/mongo.ts'
+
+export interface RunsAppOptions {
+  config: RunsConfig
+  store?: RunStore
+  logStream?: NodeJS.WritableStream
+  /** Stands in for DNS (tests of the base-URL checks); the system resolver by default. */
+  lookup?: HostLookup
+  /** This process's metrics (METRICS_PORT); none: nothing observed. */
+  metrics?: Metrics
+  /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
+  tracing?: Tracing
+}
+
+export async function openRunStore(config: RunsConfig): Promise<RunStore> {
+  if (config.MONGO_URL) {
+    const store = new MongoRunStore(await connectMongo(config.MONGO_URL), config.MONGO_DB ?? 'pm_runs')
+    await store.init()
+    return store
+  }
+  return new SqliteRunStore(join(config.DATA_DIR, 'runs.db'))
+}
+
+const PRUNE_EVERY_MS = 60 * 60 * 1000
+
+/** The runs service: provider connections, model calls, the run log (DESIGN section 13). */
+export async function buildApp(opts: RunsAppOptions): Promise<Service> {
+  const { config, tracing } = opts
+  // Before anything opens: without SECRETS_KEY the distributed mode refuses to start.
+  const secrets = loadSecretBox(config)
+  const ownStore = opts.store ?? (await openRunStore(config))
+  const store = tracing ? traceMethods(ownStore, tracing, 'runs.store') : ownStore
+  const app = createService({
+    name: 'runs',
+    logLevel: config.LOG_LEVEL,
+    internalSecret: config.INTERNAL_AUTH_SECRET,
+    logStream: opts.logStream,
+    readiness: { store: () => store.check() },
+    ...(opts.metrics ? { metrics: { registry: opts.metrics } } : {}),
+    ...(tracing ? { tracing } : {}),
+  })
+  const egress = new Egress(config.PROVIDER_ALLOWED_HOSTS, config.RUN_CONNECT_TIMEOUT_MS, opts.lookup)
+  const render = new RenderClient(config.RENDER_URL, config.PROMPTS_URL)
+  const connections = new Connections({
+    store,
+    secrets,
+    egress,
+    maxPerOrganization: config.RUN_MAX_CONNECTIONS,
+  })
+  const runs = new Runs({
+    store,
+    connections,
+    render,
+    egress,
+    limiter: new OrgLimiter(config.RUN_MAX_CONCURRENT),
+    timeoutMs: config.RUN_TIMEOUT_MS,
+    log: app.log,
+  })
+  connectionRoutes(app, { connections })
+  runRoutes(app, { connections, runs, heartbeatMs: config.RUN_HEARTBEAT_MS })
+
+  let pruner: NodeJS.Timeout | undefined
+  const prune = () =>
+    runs.prune(config.RUN_RETENTION_DAYS).then(
+      (n) => {
+        if (n > 0) app.log.info({ deleted: n, retentionDays: config.RUN_RETENTION_DAYS }, 'old runs deleted')
+      },
+      (err: unknown) => app.log.error({ err }, 'deleting old runs failed'),
+    )
+  app.addHook('onReady', async () => {
+    await prune()
+    pruner = setInterval(prune, PRUNE_EVERY_MS)
+    pruner.unref()
+  })
+  app.addHook('onClose', async () => {
+    clearInterval(pruner)
+    await render.close()
+    await egress.close()
+    if (!opts.store) await ownStore.close()
+  })
+  return app
+}

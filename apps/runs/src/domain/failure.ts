@@ -1,0 +1,81 @@
+import { AppError } from '@pm/contracts'
+
+const MESSAGE_MAX = 500
+/** Things shaped like credentials, whatever the provider echoes: sk-..., Bearer ..., key=... */
+const CREDENTIAL_LIKE = [/\b(sk|pk|rk)-[A-Za-z0-9_-]{8,}/g, /\bBearer\s+\S+/gi, /\b(api[-_]?key|token)=\S+/gi]
+
+/**
+ * A provider's message, safe to answer and log: the connection's secrets (its key and the
+ * values of its extra headers) and anything shaped like a credential replaced, capped in length.
+ */
+export function sanitize(message: string, secrets: readonly string[]): string {
+  let out = message
+  for (const secret of secrets) {
+    if (secret.length >= 4) out = out.split(secret).join('[redacted]')
+  }
+  for (const pattern of CREDENTIAL_LIKE) out = out.replace(pattern, '[redacted]')
+  return out.length > MESSAGE_MAX ? `${out.slice(0, MESSAGE_MAX)}…` : out
+}
+
+interface SdkErrorShape {
+  name?: unknown
+  status?: unknown
+  message?: unknown
+  headers?: { get?(name: string): string | null } | undefined
+  error?: unknown
+  cause?: unknown
+}
+
+/** The provider's own words: its error body's message, else the SDK's. */
+function providerMessage(err: SdkErrorShape): string {
+  const body = err.error as { message?: unknown; error?: { message?: unknown } } | undefined
+  const inner = body?.error?.message ?? body?.message
+  if (typeof inner === 'string' && inner) return inner
+  return typeof err.message === 'string' ? err.message : 'the provider failed'
+}
+
+function causeCode(err: SdkErrorShape): string | undefined {
+  let cause = err.cause as { code?: unknown; cause?: unknown } | undefined
+  for (let i = 0; cause && i < 4; i++) {
+    if (typeof cause.code === 'string') return cause.code
+    cause = cause.cause as typeof cause
+  }
+  return undefined
+}
+
+/**
+ * How a failed model call is answered (DESIGN section 13): 504 PROVIDER_TIMEOUT past the
+ * deadline (or the connect deadline); 502 PROVIDER_ERROR otherwise, with the provider's status
+ * and its sanitized message, and for its 429 the Retry-After, passed on. Never the key.
+ */
+export function providerFailure(
+  err: unknown,
+  opts: { timedOut: boolean; timeoutMs: number; secrets: readonly string[] },
+): AppError {
+  if (err instanceof AppError) return err
+  const e = (err ?? {}) as SdkErrorShape
+  const code = causeCode(e)
+  if (opts.timedOut || e.name === 'APIConnectionTimeoutError' || code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return new AppError('PROVIDER_TIMEOUT', 'the model provider did not answer in time', {
+      timeoutMs: opts.timeoutMs,
+    })
+  }
+  if (typeof e.status === 'number') {
+    const retryAfter = e.headers?.get?.('retry-after') ?? null
+    const details: Record<string, unknown> = {
+      providerStatus: e.status,
+      message: sanitize(providerMessage(e), opts.secrets),
+    }
+    if (retryAfter && /^[\w ,:+-]{1,64}$/.test(retryAfter)) details.retryAfter = retryAfter
+    return new AppError(
+      'PROVIDER_ERROR',
+      `the model provider answered ${e.status}`,
+      details,
+      typeof details.retryAfter === 'string' ? { 'retry-after': details.retryAfter } : undefined,
+    )
+  }
+  return new AppError('PROVIDER_ERROR', 'the model provider could not be reached', {
+    providerStatus: null,
+    message: sanitize(code ? `connection failed (${code})` : providerMessage(e), opts.secrets),
+  })
+}

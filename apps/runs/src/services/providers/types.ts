@@ -1,0 +1,41 @@
+import type { RenderedMessage, RunParams, RunUsage, ToolCall } from '@pm/contracts'
+
+/** What an adapter is asked: one model call. */
+export interface ModelCall {
+  model: string
+  messages: RenderedMessage[]
+  params: RunParams
+  /** Aborts the call: the client left, or the deadline passed. */
+  signal: AbortSignal
+}
+
+/** What an adapter answers, the same for every provider. */
+export interface Completion {
+  content: string
+  toolCalls: ToolCall[]
+  /** stop, length, tool_calls, content_filter, or the provider's own word. */
+  finishReason: string
+  usage: RunUsage
+}
+
+/**
+ * One provider behind the same two calls (STYLE: "Provider SDKs sit behind one small interface
+ * with one adapter per provider"). `stream` calls `onDelta` with each piece of text as it comes.
+ */
+export interface ProviderAdapter {
+  complete(call: ModelCall): Promise<Completion>
+  stream(call: ModelCall, onDelta: (content: string) => void): Promise<Completion>
+}
+
+/** How an adapter reaches its provider. */
+export interface ProviderTarget {
+  apiKey: string
+  /** null: the provider's own API. */
+  baseUrl: string | null
+  headers: Record<string, string>
+  /** The SDK's fetch and its options (a dispatcher pinned to checked addresses, the connect timeout). */
+  fetch: typeof globalThis.fetch
+  fetchOptions: Record<string, unknown>
+  /** Beyond our own deadline: the SDK's is only a backstop. */
+  timeoutMs: number
+}

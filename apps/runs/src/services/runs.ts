@@ -1,0 +1,302 @@
+import {
+  AppError,
+  type CallerContext,
+  type RenderedMessage,
+  type RunList,
+  type RunParams,
+  type RunRecord,
+  type RunRequest,
+  type RunResult,
+  pagination,
+} from '@pm/contracts'
+import { newId } from '@pm/kit'
+import type { FastifyBaseLogger } from 'fastify'
+import { providerFailure } from '../domain/failure.ts'
+import { chooseModel, mergeParams } from '../domain/params.ts'
+import type { RunStore } from '../store/types.ts'
+import type { Connections, OpenConnection } from './connections.ts'
+import type { Egress } from './egress.ts'
+import type { OrgLimiter } from './limiter.ts'
+import type { Completion, ProviderAdapter, ProviderTarget } from './providers/types.ts'
+import type { PromptRef, RenderClient, Rendered } from './render.ts'
+
+/** Who runs: the verified caller, and its signed context as it arrived (forwarded to render). */
+export interface RunCaller {
+  caller: CallerContext
+  organizationId: string
+  contextHeader: string
+  requestId: string
+}
+
+/** A run ready to call its model: rendered, parameters chosen, a slot of the organization taken. */
+export interface PreparedRun {
+  id: string
+  who: RunCaller
+  body: RunRequest
+  rendered: Rendered
+  connection: OpenConnection
+  model: string
+  params: RunParams
+  messages: RenderedMessage[]
+  release: () => void
+}
+
+export interface RunsDeps {
+  store: RunStore
+  connections: Connections
+  render: RenderClient
+  egress: Egress
+  limiter: OrgLimiter
+  timeoutMs: number
+  log: FastifyBaseLogger
+}
+
+/**
+ * The SDKs are loaded on the first run that needs them, not at start: together they add seconds
+ * to the start of the embedded default on a slow disk, for a feature many never use.
+ */
+async function adapterFor(
+  provider: OpenConnection['provider'],
+  target: ProviderTarget,
+): Promise<ProviderAdapter> {
+  if (provider === 'anthropic') return new (await import('./providers/anthropic.ts')).AnthropicAdapter(target)
+  return new (await import('./providers/openai.ts')).OpenAIAdapter(target)
+}
+
+const elapsed = (from: number): number => Math.max(0, Math.round(performance.now() - from))
+
+/** SDK clients kept for connections whose calls share one dispatcher (building one per call costs). */
+const CLIENT_CACHE_MAX = 256
+
+export class Runs {
+  private readonly deps: RunsDeps
+  private readonly clients = new Map<string, ProviderAdapter>()
+
+  constructor(deps: RunsDeps) {
+    this.deps = deps
+  }
+
+  /**
+   * Everything before the model call, each failure a plain HTTP error: access, the connection,
+   * rendering (by render itself: invoke, or inject for the draft), model and parameters, and
+   * a slot of the organization (429 RUNS_BUSY).
+   */
+  async prepare(who: RunCaller, prompt: PromptRef, body: RunRequest): Promise<PreparedRun> {
+    const { caller } = who
+    // The gateway checked runs:write; this service holds its own line too.
+    if (!caller.scopes.includes('runs:write')) {
+      throw new AppError('INSUFFICIENT_SCOPE', 'running a prompt needs the runs:write scope')
+    }
+    if (body.draft) {
+      if (!caller.scopes.includes('prompts:write')) {
+        throw new AppError(
+          'INSUFFICIENT_SCOPE',
+          'running the draft needs the prompts:write scope (as inject does)',
+        )
+      }
+      if (body.version !== undefined || body.env !== undefined) {
+        throw new AppError('VALIDATION_ERROR', 'give draft, version or env, not two of them', [
+          { path: '/body/draft', message: 'cannot be combined with version or env' },
+        ])
+      }
+    }
+    if (body.version !== undefined && body.env !== undefined) {
+      throw new AppError('VALIDATION_ERROR', 'give version or env, not both', [
+        { path: '/body/env', message: 'cannot be combined with version' },
+      ])
+    }
+    const connection = await this.deps.connections.open(who.organizationId, body.connectionId)
+    const rendered = await this.deps.render.render(
+      { contextHeader: who.contextHeader, requestId: who.requestId },
+      prompt,
+      {
+        variables: body.variables ?? {},
+        draft: body.draft === true,
+        ...(body.version !== undefined ? { version: body.version } : {}),
+        ...(body.env !== undefined ? { env: body.env } : {}),
+      },
+    )
+    const params = mergeParams(rendered.config, body.params)
+    const model = chooseModel(body.model, rendered.config, connection.models)
+    // A text prompt is one user message; a chat prompt's messages go as they were rendered.
+    const messages = rendered.renderedMessages ?? [
+      { role: 'user' as const, content: rendered.renderedContent },
+    ]
+    const release = this.deps.limiter.acquire(who.organizationId)
+    return { id: newId(), who, body, rendered, connection, model, params, messages, release }
+  }
+
+  /**
+   * Calls the model (streamed when `onDelta` is given), logs the run, answers its result. The
+   * call is aborted when `signal` fires (the client left) or at the deadline (504).
+   */
+  async execute(
+    run: PreparedRun,
+    signal: AbortSignal,
+    onDelta?: (content: string) => void,
+  ): Promise<RunResult> {
+    const { timeoutMs } = this.deps
+    const deadline = AbortSignal.timeout(timeoutMs)
+    const callSignal = AbortSignal.any([signal, deadline])
+    const started = performance.now()
+    let firstToken: number | undefined
+    const { connection } = run
+    let completion: Completion
+    let release = () => {}
+    try {
+      const egress = await this.deps.egress.dispatcherFor(connection.baseUrl)
+      release = egress.release
+      const cacheKey = `${connection._id}:${connection.revision}`
+      let adapter = egress.pinned ? undefined : this.clients.get(cacheKey)
+      if (!adapter) {
+        adapter = await adapterFor(connection.provider, {
+          apiKey: connection.apiKey,
+          baseUrl: connection.baseUrl,
+          headers: connection.headers,
+          fetch: egress.fetch,
+          fetchOptions: egress.fetchOptions,
+          timeoutMs: timeoutMs + 1_000,
+        })
+        if (!egress.pinned) {
+          if (this.clients.size >= CLIENT_CACHE_MAX) {
+            const oldest = this.clients.keys().next().value
+            if (oldest !== undefined) this.clients.delete(oldest)
+          }
+          this.clients.set(cacheKey, adapter)
+        }
+      }
+      const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
+      completion = onDelta
+        ? await adapter.stream(call, (content) => {
+            firstToken ??= elapsed(started)
+            onDelta(content)
+          })
+        : await adapter.complete(call)
+    } catch (err) {
+      const clientLeft = signal.aborted && !deadline.aborted
+      const failure = clientLeft
+        ? new AppError('PROVIDER_ERROR', 'the client disconnected; the model call was cancelled', {
+            providerStatus: null,
+          })
+        : providerFailure(err, {
+            timedOut: deadline.aborted,
+            timeoutMs,
+            secrets: [connection.apiKey, ...Object.values(connection.headers)],
+          })
+      const latencyMs = elapsed(started)
+      await this.log(run, {
+        status: 'failed',
+        output: null,
+        finishReason: null,
+        usage: null,
+        latencyMs,
+        timeToFirstTokenMs: firstToken ?? null,
+        error: {
+          code: clientLeft ? 'CLIENT_CLOSED' : failure.code,
+          message: failure.message,
+          ...(failure.details !== undefined ? { details: failure.details } : {}),
+        },
+      })
+      this.deps.log.warn(
+        {
+          runId: run.id,
+          connectionId: connection._id,
+          model: run.model,
+          code: failure.code,
+          details: failure.details,
+        },
+        clientLeft ? 'run cancelled by the client' : 'model call failed',
+      )
+      throw failure
+    } finally {
+      release()
+      run.release()
+    }
+    const latencyMs = elapsed(started)
+    const output = {
+      role: 'assistant' as const,
+      content: completion.content,
+      ...(completion.toolCalls.length > 0 ? { toolCalls: completion.toolCalls } : {}),
+    }
+    const result: RunResult = {
+      runId: run.id,
+      output,
+      finishReason: completion.finishReason,
+      usage: completion.usage,
+      latencyMs,
+      timeToFirstTokenMs: firstToken ?? latencyMs,
+      model: run.model,
+      connectionId: connection._id,
+      prompt: {
+        promptId: run.rendered.promptId,
+        versionId: run.rendered.versionId,
+        version: run.rendered.version,
+        draft: run.rendered.draft,
+      },
+      references: run.rendered.references,
+      renderedMessages: run.messages,
+    }
+    await this.log(run, {
+      status: 'succeeded',
+      output,
+      finishReason: completion.finishReason,
+      usage: completion.usage,
+      latencyMs,
+      timeToFirstTokenMs: result.timeToFirstTokenMs,
+      error: null,
+    })
+    return result
+  }
+
+  /** Writes the run to the log. A failed write is logged, never the caller's failure: the answer stands. */
+  private async log(
+    run: PreparedRun,
+    outcome: Pick<
+      RunRecord,
+      'status' | 'output' | 'finishReason' | 'usage' | 'latencyMs' | 'timeToFirstTokenMs' | 'error'
+    >,
+  ): Promise<void> {
+    const { caller } = run.who
+    const record: RunRecord = {
+      _id: run.id,
+      organizationId: run.who.organizationId,
+      prompt: {
+        promptId: run.rendered.promptId,
+        versionId: run.rendered.versionId,
+        version: run.rendered.version,
+        draft: run.rendered.draft,
+      },
+      connectionId: run.connection._id,
+      provider: run.connection.provider,
+      model: run.model,
+      params: run.params,
+      variables: run.body.variables ?? {},
+      renderedMessages: run.messages,
+      stream: run.body.stream === true,
+      ...outcome,
+      actor: { kind: caller.kind, userId: caller.userId ?? null, apiKeyId: caller.apiKeyId ?? null },
+      createdAt: new Date().toISOString(),
+    }
+    try {
+      await this.deps.store.insertRun(record)
+    } catch (err) {
+      this.deps.log.error({ err, runId: run.id }, 'writing the run log failed')
+    }
+  }
+
+  async list(organizationId: string, promptId: string, page: number, limit: number): Promise<RunList> {
+    const { items, total } = await this.deps.store.listRuns(organizationId, promptId, page, limit)
+    return { runs: items, pagination: pagination(page, limit, total) }
+  }
+
+  async get(organizationId: string, runId: string): Promise<RunRecord> {
+    const run = await this.deps.store.getRun(organizationId, runId)
+    if (!run) throw new AppError('NOT_FOUND', 'run not found')
+    return run
+  }
+
+  /** Drops runs older than the retention; how many went. */
+  async prune(retentionDays: number): Promise<number> {
+    return this.deps.store.deleteRunsBefore(new Date(Date.now() - retentionDays * 86_400_000).toISOString())
+  }
+}

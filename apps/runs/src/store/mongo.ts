@@ -1,0 +1,106 @@
+import type { RunRecord } from '@pm/contracts'
+import type { Collection, Db, MongoClient } from 'mongodb'
+import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
+
+/**
+ * MongoDB implementation: string `_id`s (the services' 24-hex ids), one document per
+ * connection and per run. Every query filters on `organizationId` (tenant isolation), and
+ * every sort has its index, created by `init()` at start-up.
+ */
+export class MongoRunStore implements RunStore {
+  private readonly client: MongoClient
+  private readonly ownsClient: boolean
+  private readonly db: Db
+  private readonly connections: Collection<ConnectionRecord>
+  private readonly runs: Collection<RunRecord>
+
+  constructor(client: MongoClient, dbName: string, ownsClient = true) {
+    this.client = client
+    this.ownsClient = ownsClient
+    this.db = client.db(dbName)
+    this.connections = this.db.collection('connections')
+    this.runs = this.db.collection('runs')
+  }
+
+  async init(): Promise<void> {
+    await Promise.all([
+      this.connections.createIndex({ organizationId: 1, createdAt: 1, _id: 1 }),
+      this.runs.createIndex({ organizationId: 1, 'prompt.promptId': 1, createdAt: -1, _id: -1 }),
+      this.runs.createIndex({ createdAt: 1 }),
+    ])
+  }
+
+  async insertConnection(record: ConnectionRecord): Promise<void> {
+    await this.connections.insertOne({ ...record })
+  }
+
+  async listConnections(organizationId: string): Promise<ConnectionRecord[]> {
+    return this.connections.find({ organizationId }).sort({ createdAt: 1, _id: 1 }).toArray()
+  }
+
+  async countConnections(organizationId: string): Promise<number> {
+    return this.connections.countDocuments({ organizationId })
+  }
+
+  async getConnection(organizationId: string, id: string): Promise<ConnectionRecord | null> {
+    return this.connections.findOne({ _id: id, organizationId })
+  }
+
+  async updateConnection(
+    organizationId: string,
+    id: string,
+    patch: ConnectionPatch,
+  ): Promise<ConnectionRecord | null> {
+    const set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
+    return this.connections.findOneAndUpdate(
+      { _id: id, organizationId },
+      { $set: set },
+      { returnDocument: 'after' },
+    )
+  }
+
+  async deleteConnection(organizationId: string, id: string): Promise<boolean> {
+    const result = await this.connections.deleteOne({ _id: id, organizationId })
+    return result.deletedCount > 0
+  }
+
+  async insertRun(run: RunRecord): Promise<void> {
+    await this.runs.insertOne({ ...run })
+  }
+
+  async listRuns(
+    organizationId: string,
+    promptId: string,
+    page: number,
+    limit: number,
+  ): Promise<Page<RunRecord>> {
+    const filter = { organizationId, 'prompt.promptId': promptId }
+    const [items, total] = await Promise.all([
+      this.runs
+        .find(filter)
+        .sort({ createdAt: -1, _id: -1 })
+        .skip((page - 1) * limit)
+        .limit(limit)
+        .toArray(),
+      this.runs.countDocuments(filter),
+    ])
+    return { items, total }
+  }
+
+  async getRun(organizationId: string, id: string): Promise<RunRecord | null> {
+    return this.runs.findOne({ _id: id, organizationId })
+  }
+
+  async deleteRunsBefore(before: string): Promise<number> {
+    const result = await this.runs.deleteMany({ createdAt: { $lt: before } })
+    return result.deletedCount
+  }
+
+  async check(): Promise<void> {
+    await this.db.command({ ping: 1 })
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient) await this.client.close()
+  }
+}

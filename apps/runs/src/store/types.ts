@@ -1,0 +1,53 @@
+import type { Provider, RunRecord } from '@pm/contracts'
+
+/** A provider connection as stored: the key and the extra headers sealed (SecretBox), bound to the record's id. */
+export interface ConnectionRecord {
+  _id: string
+  organizationId: string
+  name: string
+  provider: Provider
+  baseUrl: string | null
+  /** `SecretBox.seal(apiKey, _id)`: never the clear key. */
+  sealedKey: string
+  keyHint: string
+  models: string[]
+  /** `SecretBox.seal(JSON.stringify(headers), _id)`, or null without extra headers. */
+  sealedHeaders: string | null
+  headerNames: string[]
+  createdAt: string
+  updatedAt: string
+}
+
+export type ConnectionPatch = Partial<
+  Pick<
+    ConnectionRecord,
+    'name' | 'baseUrl' | 'sealedKey' | 'keyHint' | 'models' | 'sealedHeaders' | 'headerNames'
+  >
+> & { updatedAt: string }
+
+export interface Page<T> {
+  items: T[]
+  total: number
+}
+
+/** What the runs service keeps: connections and the run log, in SQLite or MongoDB. */
+export interface RunStore {
+  insertConnection(record: ConnectionRecord): Promise<void>
+  listConnections(organizationId: string): Promise<ConnectionRecord[]>
+  countConnections(organizationId: string): Promise<number>
+  getConnection(organizationId: string, id: string): Promise<ConnectionRecord | null>
+  updateConnection(
+    organizationId: string,
+    id: string,
+    patch: ConnectionPatch,
+  ): Promise<ConnectionRecord | null>
+  deleteConnection(organizationId: string, id: string): Promise<boolean>
+  insertRun(run: RunRecord): Promise<void>
+  /** The prompt's runs in the organization, newest first. */
+  listRuns(organizationId: string, promptId: string, page: number, limit: number): Promise<Page<RunRecord>>
+  getRun(organizationId: string, id: string): Promise<RunRecord | null>
+  /** Deletes runs created before `before` (ISO time); how many went. */
+  deleteRunsBefore(before: string): Promise<number>
+  check(): Promise<void>
+  close(): Promise<void>
+}

@@ -1,0 +1,282 @@
+/**
+ * The runs service's added latency over calling the same local provider directly, in one run
+ * (DESIGN section 13): the embedded default (one process, the gateway in front) and the local
+ * provider (a process of its own), the same prompt, the same rendered message.
+ *
+ *   node --conditions=source bench/src/run.ts [--calls 1000] [--concurrency 50] [--rounds 4]
+ *        [--sequential 200] [--streams 200]
+ *
+ * Figures, each the p50 of the service's minus the p50 of the direct calls, rounds alternating:
+ * non-streamed calls and the first token of streamed ones at --concurrency calls at once, and
+ * non-streamed calls one at a time (the figure gateway benchmarks publish); then the memory of
+ * the service per open stream (--streams streams held open on a stalled answer). Last line:
+ *   run overhead: p50 <a> ms, first token p50 <b> ms (<N> calls, <C> concurrent)
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { freePort } from '@pm/testkit'
+import { Pool } from 'undici'
+import { type Child, startChild } from './processes.ts'
+
+const { values: args } = parseArgs({
+  options: {
+    calls: { type: 'string', default: '1000' },
+    concurrency: { type: 'string', default: '50' },
+    rounds: { type: 'string', default: '4' },
+    sequential: { type: 'string', default: '200' },
+    streams: { type: 'string', default: '200' },
+  },
+})
+const CALLS = Number(args.calls)
+const CONCURRENCY = Number(args.concurrency)
+const ROUNDS = Number(args.rounds)
+const SEQUENTIAL = Number(args.sequential)
+const STREAMS = Number(args.streams)
+
+const logDir = mkdtempSync(join(tmpdir(), 'pm-bench-run-'))
+const dataDir = mkdtempSync(join(tmpdir(), 'pm-bench-run-data-'))
+const children: Child[] = []
+
+async function waitFor(url: string, timeoutMs = 180_000): Promise<void> {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      if ((await fetch(url)).ok) return
+    } catch {}
+    if (Date.now() > until) throw new Error(`${url} not ready`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+async function json<T>(
+  pool: Pool,
+  method: 'GET' | 'POST',
+  path: string,
+  body: unknown,
+  token?: string,
+): Promise<T> {
+  const res = await pool.request({
+    method,
+    path,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  })
+  const text = await res.body.text()
+  if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`)
+  return JSON.parse(text) as T
+}
+
+const p50 = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)] ?? Number.NaN
+}
+
+/** Runs `total` calls, `concurrency` at a time; each call answers its own latency in ms. */
+async function load(total: number, concurrency: number, one: () => Promise<number>): Promise<number[]> {
+  const out: number[] = []
+  let next = 0
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        next++
+        out.push(await one())
+      }
+    }),
+  )
+  return out
+}
+
+/** Time until the body's first chunk containing `marker` (a streamed answer's first text). */
+async function firstChunk(
+  pool: Pool,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+  marker: string,
+) {
+  const started = performance.now()
+  const res = await pool.request({ method: 'POST', path, headers, body })
+  let first = Number.NaN
+  for await (const chunk of res.body) {
+    if (Number.isNaN(first) && String(chunk).includes(marker)) first = performance.now() - started
+  }
+  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode}`)
+  return first
+}
+
+async function whole(
+  pool: Pool,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<number> {
+  const started = performance.now()
+  const res = await pool.request({ method: 'POST', path, headers, body })
+  await res.body.text()
+  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode}`)
+  return performance.now() - started
+}
+
+function rssKiB(pid: number | undefined): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN)
+}
+
+try {
+  const fakePort = await freePort()
+  children.push(startChild('fakeprovider', 'bench/src/fakeServer.ts', { PORT: String(fakePort) }, logDir))
+  const fakeUrl = `http://127.0.0.1:${fakePort}`
+  const port = await freePort()
+  const service = startChild(
+    'embedded',
+    'apps/embedded/src/main.ts',
+    {
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      AUTH_ALLOW_SIGNUP: 'true',
+      PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
+      RUN_MAX_CONCURRENT: String(Math.max(1000, STREAMS * 2)),
+    },
+    logDir,
+  )
+  children.push(service)
+  const base = `http://127.0.0.1:${port}`
+  await waitFor(`${base}/health/ready`)
+  const gateway = new Pool(base, { connections: CONCURRENCY + STREAMS + 8 })
+  const provider = new Pool(fakeUrl, { connections: CONCURRENCY + 8 })
+
+  // A user token: user tokens are not rate limited (an API key's 600 a minute would be).
+  const reg = await json<{ data: { accessToken: string; organizationId: string } }>(
+    gateway,
+    'POST',
+    '/api/v1/auth/register',
+    {
+      email: `bench-${Date.now()}@example.com`,
+      password: 'correct horse battery staple',
+      name: 'bench',
+    },
+  )
+  const { accessToken: token, organizationId } = reg.data
+  const conn = await json<{ data: { _id: string } }>(
+    gateway,
+    'POST',
+    `/api/v1/organizations/${organizationId}/connections`,
+    { name: 'fake', provider: 'openai-compatible', baseUrl: `${fakeUrl}/v1`, apiKey: 'sk-bench-0000' },
+    token,
+  )
+  const template = 'Summarize the following text in one sentence: {{text}}'
+  const prompt = await json<{ data: { _id: string } }>(
+    gateway,
+    'POST',
+    '/api/v1/prompts',
+    {
+      name: 'bench run',
+      template,
+      config: { model: 'gpt-bench', temperature: 0.2, max_tokens: 200 },
+    },
+    token,
+  )
+  await json(gateway, 'POST', `/api/v1/prompts/${prompt.data._id}/publish`, {}, token)
+  const text = 'the quick brown fox jumps over the lazy dog and keeps running through the field until dusk'
+  const rendered = template.replace('{{text}}', text)
+  const runPath = `/api/v1/prompts/${prompt.data._id}/run`
+  const runBody = (stream: boolean) =>
+    JSON.stringify({ connectionId: conn.data._id, variables: { text }, stream })
+  const directBody = (stream: boolean) =>
+    JSON.stringify({
+      model: 'gpt-bench',
+      temperature: 0.2,
+      max_tokens: 200,
+      messages: [{ role: 'user', content: rendered }],
+      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+    })
+  const svcHeaders = { 'content-type': 'application/json', authorization: `Bearer ${token}` }
+  const directHeaders = { 'content-type': 'application/json', authorization: 'Bearer sk-bench-0000' }
+
+  const viaService = {
+    plain: () => whole(gateway, runPath, svcHeaders, runBody(false)),
+    first: () => firstChunk(gateway, runPath, svcHeaders, runBody(true), 'event: delta'),
+  }
+  const direct = {
+    plain: () => whole(provider, '/v1/chat/completions', directHeaders, directBody(false)),
+    first: () =>
+      firstChunk(provider, '/v1/chat/completions', directHeaders, directBody(true), '"content":"S'),
+  }
+
+  // Warm-up: the SDKs load on the first run, the JIT warms up.
+  await load(200, CONCURRENCY, viaService.plain)
+  await load(200, CONCURRENCY, viaService.first)
+  await load(200, CONCURRENCY, direct.plain)
+
+  const samples = {
+    svcPlain: [] as number[],
+    dirPlain: [] as number[],
+    svcFirst: [] as number[],
+    dirFirst: [] as number[],
+  }
+  const perRound = Math.ceil(CALLS / ROUNDS)
+  for (let r = 0; r < ROUNDS; r++) {
+    samples.dirPlain.push(...(await load(perRound, CONCURRENCY, direct.plain)))
+    samples.svcPlain.push(...(await load(perRound, CONCURRENCY, viaService.plain)))
+    samples.dirFirst.push(...(await load(perRound, CONCURRENCY, direct.first)))
+    samples.svcFirst.push(...(await load(perRound, CONCURRENCY, viaService.first)))
+  }
+  const seqDirect = await load(SEQUENTIAL, 1, direct.plain)
+  const seqService = await load(SEQUENTIAL, 1, viaService.plain)
+
+  const fmt = (x: number) => x.toFixed(2)
+  const addedPlain = p50(samples.svcPlain) - p50(samples.dirPlain)
+  const addedFirst = p50(samples.svcFirst) - p50(samples.dirFirst)
+  const addedSeq = p50(seqService) - p50(seqDirect)
+  console.log(
+    `non-streamed, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.dirPlain))} ms, via the service ${fmt(p50(samples.svcPlain))} ms, added ${fmt(addedPlain)} ms`,
+  )
+  console.log(
+    `first token, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.dirFirst))} ms, via the service ${fmt(p50(samples.svcFirst))} ms, added ${fmt(addedFirst)} ms`,
+  )
+  console.log(
+    `sequential: direct p50 ${fmt(p50(seqDirect))} ms, via the service ${fmt(p50(seqService))} ms, added ${fmt(addedSeq)} ms`,
+  )
+
+  // Memory per open stream: streams held open on an answer that stalls after its first delta.
+  const before = rssKiB(service.child.pid)
+  const controllers: AbortController[] = []
+  const opened = Array.from({ length: STREAMS }, async () => {
+    const controller = new AbortController()
+    controllers.push(controller)
+    const res = await gateway.request({
+      method: 'POST',
+      path: runPath,
+      headers: svcHeaders,
+      body: JSON.stringify({
+        connectionId: conn.data._id,
+        variables: { text },
+        model: 'fake-stall',
+        stream: true,
+      }),
+      signal: controller.signal,
+    })
+    // Resolve once the first delta arrived; the rest is never sent.
+    for await (const chunk of res.body) if (String(chunk).includes('event: delta')) break
+  })
+  await Promise.all(opened.map((p) => p.catch(() => {})))
+  await new Promise((r) => setTimeout(r, 500))
+  const after = rssKiB(service.child.pid)
+  for (const c of controllers) c.abort()
+  console.log(
+    `memory per open stream: ${((after - before) / STREAMS).toFixed(1)} KiB (${STREAMS} streams, RSS ${(before / 1024).toFixed(0)} → ${(after / 1024).toFixed(0)} MiB)`,
+  )
+  await gateway.close().catch(() => {})
+  await provider.close().catch(() => {})
+  console.log(
+    `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svcPlain.length} calls, ${CONCURRENCY} concurrent)`,
+  )
+} finally {
+  for (const c of children) await c.stop()
+  rmSync(dataDir, { recursive: true, force: true })
+  rmSync(logDir, { recursive: true, force: true })
+}
