@@ -26,19 +26,17 @@ export interface Stack {
   stop(): Promise<void>
 }
 
-const SERVICES = ['identity', 'prompts', 'render', 'webhooks', 'experiments'] as const
+const SERVICES = ['identity', 'prompts', 'render', 'webhooks', 'experiments', 'runs'] as const
 
 export interface StackOptions {
   /** Render replicas behind the gateway (RENDER_URLS); the extra ones are named render2, render3, ... */
   renderReplicas?: number
   /** Give every process a METRICS_PORT of its own. */
   metrics?: boolean
-  /** Also start the runs service (RUNS_URL), as its own process. */
-  runs?: boolean
 }
 
 /**
- * The distributed mode: five processes (stores on SQLite), events over the real NATS,
+ * The distributed mode: one process per service and the gateway (stores on SQLite), events over the real NATS,
  * limits in the real Redis.
  */
 export async function startStack(
@@ -52,7 +50,7 @@ export async function startStack(
   )
   const ports: Record<string, number> = {}
   const metricsPorts: Record<string, number> = {}
-  const services: string[] = [...SERVICES, ...(options.runs ? ['runs'] : [])]
+  const services: string[] = [...SERVICES]
   for (const name of [...services, ...extraRenders, 'gateway']) {
     ports[name] = await freePort()
     if (options.metrics) metricsPorts[name] = await freePort()
@@ -72,9 +70,9 @@ export async function startStack(
     RENDER_URLS: ['render', ...extraRenders].map((name) => `http://127.0.0.1:${ports[name]}`).join(','),
     WEBHOOKS_URL: `http://127.0.0.1:${ports.webhooks}`,
     EXPERIMENTS_URL: `http://127.0.0.1:${ports.experiments}`,
-    ...(options.runs
-      ? { RUNS_URL: `http://127.0.0.1:${ports.runs}`, RENDER_URL: `http://127.0.0.1:${ports.render}` }
-      : {}),
+    // Every upstream runs: the gateway is ready only when all of them answer.
+    RUNS_URL: `http://127.0.0.1:${ports.runs}`,
+    RENDER_URL: `http://127.0.0.1:${ports.render}`,
     BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
     BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
     BOOTSTRAP_ORG_NAME: ADMIN.org,
@@ -97,8 +95,9 @@ export async function startStack(
     rmSync(dataDir, { recursive: true, force: true })
   }
   try {
-    // identity first: the others do not need it to start, but the gateway's JWKS does.
-    for (const name of [...services, ...extraRenders]) await launch(name)
+    // The services side by side (none needs another to start), then the gateway, whose
+    // readiness asks every upstream.
+    await Promise.all([...services, ...extraRenders].map((name) => launch(name)))
     await launch('gateway')
   } catch (err) {
     await stop()
