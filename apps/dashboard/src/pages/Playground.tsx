@@ -262,7 +262,7 @@ export function Playground() {
   return (
     <div className="playground">
       <form onSubmit={run} className="panel playground-form" aria-labelledby="pg-settings">
-        <h2 id="pg-settings">Model</h2>
+        <h2 id="pg-settings">Run settings</h2>
         <div className="grid-2">
           <div className="field">
             <label htmlFor="pg-connection">Connection</label>
