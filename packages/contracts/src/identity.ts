@@ -1,7 +1,13 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ObjectId, Timestamp } from './common.ts'
 
-export const SCOPES = ['prompts:read', 'prompts:write', 'organization:read', 'organization:write', 'runs:write'] as const
+export const SCOPES = [
+  'prompts:read',
+  'prompts:write',
+  'organization:read',
+  'organization:write',
+  'runs:write',
+] as const
 export type Scope = (typeof SCOPES)[number]
 export const Scope = Type.Union(
   SCOPES.map((s) => Type.Literal(s)),

@@ -16,7 +16,11 @@ export const API_KEY_MAX = 4096
 export const CONNECTION_MODELS_MAX = 50
 export const CONNECTION_HEADERS_MAX = 20
 /** A model name: what the providers use (letters, digits, `.-_:/@`), no spaces or control characters. */
-export const ModelName = Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$' })
+export const ModelName = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: '^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$',
+})
 const BaseUrl = Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://' })
 /** Extra request headers (Azure's `api-version`, OpenRouter's `HTTP-Referer`, ...): HTTP token names. */
 const ExtraHeaders = Type.Record(
@@ -65,7 +69,9 @@ export const UpdateConnectionRequest = Type.Object(
     name: Type.Optional(Type.String({ minLength: 1, maxLength: CONNECTION_NAME_MAX })),
     /** null: back to the provider's own API. */
     baseUrl: Type.Optional(Nullable(BaseUrl)),
-    apiKey: Type.Optional(Type.String({ minLength: 1, maxLength: API_KEY_MAX, pattern: '^[\\u0021-\\u007e]+$' })),
+    apiKey: Type.Optional(
+      Type.String({ minLength: 1, maxLength: API_KEY_MAX, pattern: '^[\\u0021-\\u007e]+$' }),
+    ),
     models: Type.Optional(Type.Array(ModelName, { maxItems: CONNECTION_MODELS_MAX, uniqueItems: true })),
     headers: Type.Optional(ExtraHeaders),
   },
@@ -79,7 +85,10 @@ export const ConnectionList = Type.Object(
 )
 export type ConnectionList = Static<typeof ConnectionList>
 
-export const ConnectionParams = Type.Object({ id: ObjectId, connectionId: ObjectId }, { additionalProperties: false })
+export const ConnectionParams = Type.Object(
+  { id: ObjectId, connectionId: ObjectId },
+  { additionalProperties: false },
+)
 
 /** A tool the model may call (OpenAI's function shape; translated for Anthropic). */
 const ToolDefinition = Type.Object(
@@ -124,7 +133,10 @@ export const RunParams = Type.Object(
         Type.Object(
           {
             type: Type.Literal('function'),
-            function: Type.Object({ name: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+            function: Type.Object(
+              { name: Type.String({ minLength: 1, maxLength: 64 }) },
+              { additionalProperties: false },
+            ),
           },
           { additionalProperties: false },
         ),
@@ -248,7 +260,9 @@ export const RunRecord = Type.Object(
     latencyMs: Type.Integer({ minimum: 0 }),
     timeToFirstTokenMs: Nullable(Type.Integer({ minimum: 0 })),
     /** Why a failed run failed: the code and message its caller got. */
-    error: Nullable(Type.Object({ code: Type.String(), message: Type.String(), details: Type.Optional(Type.Unknown()) })),
+    error: Nullable(
+      Type.Object({ code: Type.String(), message: Type.String(), details: Type.Optional(Type.Unknown()) }),
+    ),
     actor: Type.Object({
       kind: Type.String(),
       userId: Nullable(Type.String()),

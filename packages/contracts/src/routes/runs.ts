@@ -43,7 +43,7 @@ const RUN = {
 const RUN_DESCRIPTION =
   'Renders the prompt exactly as invoke does (the current version, `version`, or the version ' +
   'pinned to `env`), or as inject does with `draft: true` (which also needs `prompts:write`), and ' +
-  "sends it to the model of the connection `connectionId`. `model` and `params` default to the " +
+  'sends it to the model of the connection `connectionId`. `model` and `params` default to the ' +
   "prompt's `config` and override it field by field; a text prompt is sent as one user message. " +
   'With `stream: true` (or `Accept: text/event-stream`) the answer is Server-Sent Events: `delta` ' +
   '(`{content}`) as the model writes, then `done` (this object) or `error` (`{code, message, ' +
