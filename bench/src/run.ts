@@ -68,8 +68,17 @@ async function json<T>(
   return JSON.parse(text) as T
 }
 
-const p50 = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
+/** Failed calls by status, reported with the figures (a failure is not a latency). */
+const failures = new Map<string, number>()
+function failed(path: string, status: number, body: string): number {
+  const key = `${status} ${/"code":"(\w+)"/.exec(body)?.[1] ?? ''} ${path.includes('/run') ? 'service' : 'direct'}`
+  if (!failures.has(key)) console.error(`first ${key}: ${body.slice(0, 300)}`)
+  failures.set(key, (failures.get(key) ?? 0) + 1)
+  return Number.NaN
+}
+
+const p50 = (all: number[]): number => {
+  const s = all.filter(Number.isFinite).sort((a, b) => a - b)
   return s[Math.floor(s.length / 2)] ?? Number.NaN
 }
 
@@ -99,10 +108,12 @@ async function firstChunk(
   const started = performance.now()
   const res = await pool.request({ method: 'POST', path, headers, body })
   let first = Number.NaN
+  let text = ''
   for await (const chunk of res.body) {
     if (Number.isNaN(first) && String(chunk).includes(marker)) first = performance.now() - started
+    if (res.statusCode !== 200 || text.length < 2000) text += String(chunk)
   }
-  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode}`)
+  if (res.statusCode !== 200 || text.includes('event: error')) return failed(path, res.statusCode, text)
   return first
 }
 
@@ -114,8 +125,8 @@ async function whole(
 ): Promise<number> {
   const started = performance.now()
   const res = await pool.request({ method: 'POST', path, headers, body })
-  await res.body.text()
-  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode}`)
+  const text = await res.body.text()
+  if (res.statusCode !== 200) return failed(path, res.statusCode, text)
   return performance.now() - started
 }
 
@@ -208,6 +219,8 @@ try {
   }
 
   // Warm-up: the SDKs load on the first run, the JIT warms up.
+  await viaService.plain()
+  await viaService.first()
   await load(200, CONCURRENCY, viaService.plain)
   await load(200, CONCURRENCY, viaService.first)
   await load(200, CONCURRENCY, direct.plain)
@@ -272,8 +285,10 @@ try {
   )
   await gateway.close().catch(() => {})
   await provider.close().catch(() => {})
+  if (failures.size > 0)
+    console.log(`failed calls (not counted): ${[...failures].map(([k, v]) => `${k} × ${v}`).join(', ')}`)
   console.log(
-    `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svcPlain.length} calls, ${CONCURRENCY} concurrent)`,
+    `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svcPlain.filter(Number.isFinite).length} calls, ${CONCURRENCY} concurrent)`,
   )
 } finally {
   for (const c of children) await c.stop()

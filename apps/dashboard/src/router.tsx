@@ -36,6 +36,10 @@ export const router = createBrowserRouter([
             lazy: async () => ({ Component: (await import('./pages/History.tsx')).History }),
           },
           {
+            path: 'playground',
+            lazy: async () => ({ Component: (await import('./pages/Playground.tsx')).Playground }),
+          },
+          {
             path: 'environments',
             lazy: async () => ({ Component: (await import('./pages/Environments.tsx')).Environments }),
           },

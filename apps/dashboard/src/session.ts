@@ -38,6 +38,9 @@ class SessionStore {
   private readonly listeners = new Set<() => void>()
   private timer: ReturnType<typeof setTimeout> | undefined
   private expiresAt = 0
+  private token: string | undefined
+  /** The current access token, for the one call the typed client does not make: a streamed run. */
+  readonly accessToken = (): string | undefined => this.token
   /** Called when who is signed in, or where, changes (the query cache is dropped). */
   onIdentityChange: () => void = () => {}
 
@@ -60,6 +63,7 @@ class SessionStore {
    */
   private adopt(session: LoginResponse, identityChanged = false): void {
     client.setAccessToken(session.accessToken, session.organizationId)
+    this.token = session.accessToken
     this.expiresAt = Date.now() + session.expiresIn * 1000
     clearTimeout(this.timer)
     this.timer = setTimeout(
@@ -76,6 +80,7 @@ class SessionStore {
     clearTimeout(this.timer)
     this.expiresAt = 0
     client.setAccessToken(undefined, null)
+    this.token = undefined
     this.set({ status: 'signed-out' })
   }
 

@@ -45,6 +45,10 @@ export const workspaceRoutes: RouteObject[] = [
         lazy: async () => ({ Component: (await import('./pages/settings/Webhooks.tsx')).Webhooks }),
       },
       {
+        path: 'connections',
+        lazy: async () => ({ Component: (await import('./pages/settings/Connections.tsx')).Connections }),
+      },
+      {
         path: 'webhooks/:webhookId',
         lazy: async () => ({
           Component: (await import('./pages/settings/WebhookDeliveries.tsx')).WebhookDeliveries,

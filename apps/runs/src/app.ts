@@ -16,7 +16,7 @@ import { Connections } from './services/connections.ts'
 import { Egress } from './services/egress.ts'
 import { OrgLimiter } from './services/limiter.ts'
 import { RenderClient } from './services/render.ts'
-import { Runs } from './services/runs.ts'
+import { preloadProviders, Runs } from './services/runs.ts'
 import { MongoRunStore } from './store/mongo.ts'
 import { SqliteRunStore } from './store/sqlite.ts'
 import type { RunStore } from './store/types.ts'
@@ -94,6 +94,7 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
       (err: unknown) => app.log.error({ err }, 'deleting old runs failed'),
     )
   app.addHook('onReady', async () => {
+    preloadProviders()
     await prune()
     pruner = setInterval(prune, PRUNE_EVERY_MS)
     pruner.unref()

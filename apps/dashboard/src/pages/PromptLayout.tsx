@@ -45,6 +45,7 @@ export function PromptLayout() {
           Editor
         </NavLink>
         <NavLink to={`/prompts/${id}/preview`}>Preview</NavLink>
+        <NavLink to={`/prompts/${id}/playground`}>Playground</NavLink>
         <NavLink to={`/prompts/${id}/history`}>History</NavLink>
         <NavLink to={`/prompts/${id}/environments`}>Environments</NavLink>
         <NavLink to={`/prompts/${id}/experiments`}>Experiments</NavLink>

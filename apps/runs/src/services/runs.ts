@@ -55,12 +55,21 @@ export interface RunsDeps {
  * The SDKs are loaded on the first run that needs them, not at start: together they add seconds
  * to the start of the embedded default on a slow disk, for a feature many never use.
  */
+const loadOpenAI = () => import('./providers/openai.ts')
+const loadAnthropic = () => import('./providers/anthropic.ts')
+
 async function adapterFor(
   provider: OpenConnection['provider'],
   target: ProviderTarget,
 ): Promise<ProviderAdapter> {
-  if (provider === 'anthropic') return new (await import('./providers/anthropic.ts')).AnthropicAdapter(target)
-  return new (await import('./providers/openai.ts')).OpenAIAdapter(target)
+  if (provider === 'anthropic') return new (await loadAnthropic()).AnthropicAdapter(target)
+  return new (await loadOpenAI()).OpenAIAdapter(target)
+}
+
+/** Loads the SDKs in the background once the service is up, so that the first run does not wait. */
+export function preloadProviders(): void {
+  loadOpenAI().catch(() => {})
+  loadAnthropic().catch(() => {})
 }
 
 const elapsed = (from: number): number => Math.max(0, Math.round(performance.now() - from))
@@ -136,9 +145,9 @@ export class Runs {
     onDelta?: (content: string) => void,
   ): Promise<RunResult> {
     const { timeoutMs } = this.deps
-    const deadline = AbortSignal.timeout(timeoutMs)
-    const callSignal = AbortSignal.any([signal, deadline])
-    const started = performance.now()
+    // Set once the client is ready: loading an SDK is not the provider's time.
+    let deadline: AbortSignal = new AbortController().signal
+    let started = performance.now()
     let firstToken: number | undefined
     const { connection } = run
     let completion: Completion
@@ -165,7 +174,14 @@ export class Runs {
           this.clients.set(cacheKey, adapter)
         }
       }
-      const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
+      deadline = AbortSignal.timeout(timeoutMs)
+      started = performance.now()
+      const call = {
+        model: run.model,
+        messages: run.messages,
+        params: run.params,
+        signal: AbortSignal.any([signal, deadline]),
+      }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
             firstToken ??= elapsed(started)

@@ -9,9 +9,9 @@ const SCOPE_HINTS: Record<Scope, string> = {
   'prompts:read': 'read prompts and versions, invoke, inject',
   'prompts:write': 'create, update and delete prompts',
   'organization:read': 'read the organization and its members',
-  'organization:write': 'change settings, members and webhooks',
+  'organization:write': 'change settings, members, webhooks and model connections',
   'environments:promote-protected': 'promote to protected environments (e.g. production)',
-  'runs:write': 'run prompts on a model (connections stay admin-only)',
+  'runs:write': 'run prompts on a model (the playground, the run API)',
 }
 
 /** API keys: the list (never the key itself), minting one (shown once), revoking. */

@@ -27,6 +27,7 @@ export function SettingsLayout() {
             <NavLink to="/settings/members">Members</NavLink>
             <NavLink to="/settings/api-keys">API keys</NavLink>
             <NavLink to="/settings/webhooks">Webhooks</NavLink>
+            <NavLink to="/settings/connections">Connections</NavLink>
           </nav>
           <Outlet />
         </>

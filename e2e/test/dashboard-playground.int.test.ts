@@ -1,0 +1,282 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type FakeProvider, startFakeProvider } from '@pm/fakeprovider'
+import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { call } from '../src/client.ts'
+import { ADMIN } from '../src/slice.ts'
+
+/**
+ * The Playground in Debian's chromium against the embedded default and the local fake provider
+ * (PROVIDER_ALLOWED_HOSTS=127.0.0.1): a connection made in Settings → Connections, a streamed
+ * run, 3 columns compared (draft, version 1, production), the run history, a provider error, and
+ * "Save to draft" (checked through the API: nothing else in the config or the draft lost). Any
+ * console error or unexpected 4xx/5xx fails it. Screenshots at 1280 and 390 px into
+ * e2e/.screenshots/ ("playground-").
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
+const WIDTHS = [
+  { width: 1280, height: 860 },
+  { width: 390, height: 844 },
+] as const
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+
+/** expect.poll with room for a loaded machine (its default gives up after 1 s). */
+const until = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 15_000, interval: 100 })
+
+interface Data<T> {
+  data: T
+}
+interface AxeViolation {
+  id: string
+  impact: string | null
+  help: string
+  nodes: { target: string[] }[]
+}
+
+describe('the dashboard Playground in a real browser', () => {
+  let dashboardDir: string
+  let dataDir: string
+  let proc: RunningProcess
+  let base: string
+  let fake: FakeProvider
+  let browser: Browser
+  let page: Page
+  let token: string
+  let promptId: string
+  const problems: string[] = []
+
+  async function check(name: string): Promise<void> {
+    for (const size of WIDTHS) {
+      await page.setViewportSize(size)
+      await page.waitForTimeout(150)
+      await page.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
+      await page.evaluate(axeSource)
+      const violations = (await page.evaluate(
+        `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
+      )) as AxeViolation[]
+      expect(
+        violations
+          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+          .map(
+            (v) =>
+              `${name}@${size.width}: ${v.id} ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+          ),
+      ).toEqual([])
+    }
+    await page.setViewportSize(WIDTHS[0])
+  }
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (or set CHROMIUM_PATH)`)
+    dashboardDir = mkdtempSync(join(tmpdir(), 'pm-playground-dist-'))
+    execFileSync(
+      'pnpm',
+      ['--filter', '@pm/dashboard', 'exec', 'vite', 'build', '--outDir', dashboardDir, '--emptyOutDir'],
+      { cwd: REPO_ROOT, stdio: 'pipe' },
+    )
+    mkdirSync(SHOTS, { recursive: true })
+    fake = await startFakeProvider()
+    dataDir = mkdtempSync(join(tmpdir(), 'pm-playground-'))
+    const port = await freePort()
+    base = `http://127.0.0.1:${port}`
+    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
+      PORT: String(port),
+      DATA_DIR: dataDir,
+      DASHBOARD_DIR: dashboardDir,
+      PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
+      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
+      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
+      BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
+      BOOTSTRAP_ORG_NAME: ADMIN.org,
+    })
+    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    const login = await call<Data<{ accessToken: string }>>(base, 'POST', '/api/v1/auth/login', {
+      body: { email: ADMIN.email, password: ADMIN.password },
+    })
+    token = login.body.data.accessToken
+    // Version 1 published and pinned to production; then a different draft with a config.
+    const created = await call<Data<{ _id: string }>>(base, 'POST', '/api/v1/prompts', {
+      token,
+      body: { name: 'Greeter', template: 'Published hello {{name}}' },
+    })
+    expect(created.status).toBe(201)
+    promptId = created.body.data._id
+    const published = await call<Data<{ _id: string }>>(base, 'POST', `/api/v1/prompts/${promptId}/publish`, {
+      token,
+      body: {},
+    })
+    expect(published.status).toBe(201)
+    const pinned = await call(base, 'POST', `/api/v1/prompts/${promptId}/environments/production/promote`, {
+      token,
+      body: { versionId: published.body.data._id },
+    })
+    expect(pinned.status).toBe(200)
+    const drafted = await call(base, 'PATCH', `/api/v1/prompts/${promptId}`, {
+      token,
+      body: {
+        template: 'Draft hello {{name}}',
+        config: { model: 'echo-model', temperature: 0.5, vendor_extra: { keep: true } },
+      },
+    })
+    expect(drafted.status).toBe(200)
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] })
+    const context = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    page = await context.newPage()
+    page.setDefaultTimeout(10_000)
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') problems.push(msg.text())
+    })
+    page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`))
+    page.on('response', (res) => {
+      if (res.status() >= 400) problems.push(`${res.status()} ${res.request().method()} ${res.url()}`)
+    })
+  }, 180_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await proc?.stop()
+    await fake?.close()
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+    if (dashboardDir) rmSync(dashboardDir, { recursive: true, force: true })
+  })
+
+  beforeEach(({ onTestFailed }) => {
+    onTestFailed(async () => {
+      await page?.screenshot({ path: join(SHOTS, 'playground-failure.png'), fullPage: true }).catch(() => {})
+    })
+  })
+
+  it('without a connection the Playground links to Settings → Connections, where one is made', async () => {
+    await page.goto(`${base}/sign-in`)
+    await page.getByLabel('Email').fill(ADMIN.email)
+    await page.getByLabel('Password').fill(ADMIN.password)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(/\/prompts$/)
+    await page.goto(`${base}/prompts/${promptId}/playground`)
+    await until(() => page.getByRole('heading', { name: 'No model connection yet' }).isVisible()).toBe(true)
+    await check('playground-empty')
+    await page.getByRole('link', { name: 'Add a connection' }).click()
+    await page.waitForURL(/\/settings\/connections$/)
+    await page.getByLabel('Name', { exact: true }).fill('Local fake')
+    await page.getByLabel('Provider').selectOption('openai-compatible')
+    await page.getByLabel('Base URL').fill(`${fake.url}/v1`)
+    await page.getByLabel('API key').fill('sk-test-secret-4321')
+    await page.getByLabel('Models').fill('echo-model, fake-drip-80')
+    await page.getByRole('button', { name: 'Add connection' }).click()
+    await until(() => page.getByText('Local fake was added (key …4321).').isVisible()).toBe(true)
+    const card = page.locator('.card', { hasText: 'Local fake' })
+    await until(() => card.innerText()).toContain('…4321')
+    expect(await card.innerText()).not.toContain('sk-test-secret')
+    await check('playground-connections')
+  })
+
+  it('runs the draft with the answer streaming in, then tokens and latency', async () => {
+    await page.goto(`${base}/prompts/${promptId}/playground`)
+    // Defaults from the draft's config.
+    await until(() => page.getByLabel('Model', { exact: true }).inputValue()).toBe('echo-model')
+    expect(await page.getByLabel('Temperature').inputValue()).toBe('0.5')
+    await page.getByLabel('Model', { exact: true }).fill('fake-drip-80')
+    await page.getByLabel('name').fill('Ada')
+    await page.getByRole('button', { name: 'Run', exact: true }).click()
+    const out = page.locator('.pg-output').first()
+    // Part of the answer is shown while the rest is still coming.
+    await until(() => page.getByRole('button', { name: 'Stop' }).isVisible()).toBe(true)
+    await until(async () => (await out.innerText()).trim().length).toBeGreaterThan(0)
+    expect(await page.getByTestId('run-usage').count()).toBe(0)
+    await until(() => out.innerText()).toBe('Draft hello Ada')
+    await until(() => page.getByTestId('run-usage').innerText()).toMatch(
+      /3 tokens in · 3 tokens out · \d+ ms/,
+    )
+    const sent = fake.find('Draft hello Ada')
+    expect(sent.length).toBeGreaterThan(0)
+    expect(sent[0]?.body).toMatchObject({ model: 'fake-drip-80', temperature: 0.5, stream: true })
+  })
+
+  it('Stop aborts a streaming run', async () => {
+    await page.getByLabel('Model', { exact: true }).fill('fake-drip-400')
+    await page.getByLabel('name').fill('Stopper one two three four five')
+    await page.getByRole('button', { name: 'Run', exact: true }).click()
+    await page.getByRole('button', { name: 'Stop' }).click()
+    await until(() => page.getByRole('alert').innerText()).toMatch(
+      /Stopped before the answer was complete.*STOPPED/s,
+    )
+  })
+
+  it('shows a provider error with its message and code', async () => {
+    await page.getByLabel('Model', { exact: true }).fill('fake-500')
+    await page.getByRole('button', { name: 'Run', exact: true }).click()
+    await until(() => page.getByRole('alert').innerText()).toMatch(/PROVIDER_ERROR/)
+    await until(() => page.getByRole('alert').innerText()).toMatch(/provider status 500/)
+    await check('playground-error')
+  })
+
+  it('compares 3 columns (draft, version 1, production) on the same variables', async () => {
+    await page.getByLabel('Model', { exact: true }).fill('echo-model')
+    await page.getByLabel('name').fill('Bo')
+    await page.getByRole('button', { name: 'Add a column to compare' }).click()
+    await page.getByRole('button', { name: 'Add a column to compare' }).click()
+    expect(await page.getByRole('button', { name: 'Add a column to compare' }).isDisabled()).toBe(true)
+    await page.getByLabel('Column 1 runs').selectOption('draft')
+    await page.getByLabel('Column 2 runs').selectOption('version:1')
+    await page.getByLabel('Column 3 runs').selectOption('env:production')
+    await page.getByRole('button', { name: 'Run 3 columns' }).click()
+    const outputs = page.locator('.pg-output')
+    await until(() => outputs.allInnerTexts()).toEqual([
+      'Draft hello Bo',
+      'Published hello Bo',
+      'Published hello Bo',
+    ])
+    await until(() => page.getByTestId('run-usage').count()).toBe(3)
+    expect(await page.getByTestId('run-usage').nth(1).innerText()).toContain('version 1')
+    await check('playground-compare')
+  })
+
+  it('the run history lists the runs, newest first; a click shows one', async () => {
+    const history = page.getByRole('region', { name: 'Run history' })
+    // 1 streamed + 1 stopped + 1 failed + 3 compared.
+    await until(() => history.locator('tbody tr').count()).toBe(6)
+    expect(await history.getByText('failed').count()).toBeGreaterThan(0)
+    await history.locator('tbody tr').first().getByRole('button').click()
+    const dialog = page.getByRole('dialog', { name: 'Run' })
+    await until(() => dialog.getByTestId('run-answer').innerText()).toMatch(/hello Bo/)
+    await check('playground-run')
+    await dialog.getByRole('button', { name: 'Close' }).click()
+  })
+
+  it('Save to draft writes the model and parameters into the config, nothing else lost', async () => {
+    await page.getByLabel('Temperature').fill('0.2')
+    await page.getByLabel('Max tokens').fill('50')
+    await page.getByLabel('Stop sequences').fill('END')
+    await page.getByLabel('Tools (JSON)').fill('[{"type": "function", "function": {"name": "lookup"}}]')
+    await page.getByLabel('Response format').selectOption('json_object')
+    await page.getByRole('button', { name: 'Save to draft' }).click()
+    await until(() => page.getByText('Saved to the draft’s config.').isVisible()).toBe(true)
+    const after = await call<
+      Data<{ template: string; config: Record<string, unknown>; versionCount: number }>
+    >(base, 'GET', `/api/v1/prompts/${promptId}`, { token })
+    expect(after.body.data.template).toBe('Draft hello {{name}}')
+    expect(after.body.data.versionCount).toBe(1)
+    expect(after.body.data.config).toEqual({
+      model: 'echo-model',
+      temperature: 0.2,
+      max_tokens: 50,
+      stop: 'END',
+      tools: [{ type: 'function', function: { name: 'lookup' } }],
+      response_format: { type: 'json_object' },
+      vendor_extra: { keep: true },
+    })
+    // The page reloaded keeps them (defaults from the saved config).
+    await page.reload()
+    await until(() => page.getByLabel('Max tokens').inputValue()).toBe('50')
+    expect(await page.getByLabel('Response format').inputValue()).toBe('json_object')
+    await check('playground-saved')
+    expect(problems).toEqual([])
+  })
+})
