@@ -15,9 +15,14 @@ export const GatewayConfigSchema = Type.Object({
     default: 'http://127.0.0.1:4003',
   }),
   WEBHOOKS_URL: url('http://127.0.0.1:4004'),
-  /** Datasets and experiments (DESIGN section 14). */
-  EXPERIMENTS_URL: url('http://127.0.0.1:4006'),
-  RUNS_URL: url('http://127.0.0.1:4005'),
+  /**
+   * The runs service (DESIGN section 13) and datasets and experiments (section 14): optional in
+   * the distributed mode. Unset, their routes answer 503 SERVICE_UNAVAILABLE saying so, and the
+   * gateway's readiness does not wait for them (a deployment without model egress still serves
+   * prompts). The embedded default always sets both.
+   */
+  EXPERIMENTS_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  RUNS_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),
   JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),

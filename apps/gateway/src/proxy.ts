@@ -7,7 +7,7 @@ import { envelope, type UpstreamResponse } from './envelope.ts'
 
 /** Where each upstream lives; render's replicas are taken in turn. */
 export class Upstreams {
-  readonly fixed: Record<Exclude<Upstream, 'render'>, string>
+  readonly fixed: Record<Exclude<Upstream, 'render'>, string | undefined>
   readonly renderUrls: string[]
   private readonly fallback: string
   private renderTurn = 0
@@ -25,7 +25,17 @@ export class Upstreams {
   }
 
   urlFor(u: Upstream): string {
-    if (u !== 'render') return this.fixed[u]
+    if (u !== 'render') {
+      const url = this.fixed[u]
+      if (url === undefined) {
+        const setting = u === 'runs' ? 'RUNS_URL' : 'EXPERIMENTS_URL'
+        throw new AppError(
+          'SERVICE_UNAVAILABLE',
+          `the ${u} service is not deployed here (${setting} is not set)`,
+        )
+      }
+      return url
+    }
     this.renderTurn = (this.renderTurn + 1) % this.renderUrls.length
     return this.renderUrls[this.renderTurn] ?? this.fallback
   }
@@ -33,7 +43,7 @@ export class Upstreams {
   /** Every upstream by a name for the readiness checks (render0, render1, ...). */
   named(): [string, string][] {
     return [
-      ...Object.entries(this.fixed),
+      ...Object.entries(this.fixed).filter((e): e is [string, string] => e[1] !== undefined),
       ...this.renderUrls.map((u, i) => [`render${i}`, u] as [string, string]),
     ]
   }

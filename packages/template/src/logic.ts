@@ -1,6 +1,6 @@
 import { AppError, type Variable } from '@pm/contracts'
 import { type CompiledTemplate, isNameChar, isNameStart, isSpace, utf8Length } from './compile.ts'
-import { formatValue, type RenderMode, renderTooLarge } from './render.ts'
+import { formatValue, type RenderMode, renderTooLarge } from './values.ts'
 
 /**
  * Template logic and references (DESIGN section 12): `{{#if x}}…{{else}}…{{/if}}`,

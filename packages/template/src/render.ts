@@ -1,6 +1,9 @@
 import { AppError, type Variable } from '@pm/contracts'
 import { type CompiledTemplate, compileTemplate, utf8Length } from './compile.ts'
 import { compileLogicOrFlat, renderLogic } from './logic.ts'
+import { formatValue, type RenderMode, renderTooLarge } from './values.ts'
+
+export { formatValue, type RenderMode, renderTooLarge } from './values.ts'
 
 export interface RenderOptions {
   /**
@@ -9,13 +12,6 @@ export interface RenderOptions {
    */
   maxOutputBytes?: number
 }
-
-/**
- * `invoke` renders a published version for a caller: unresolved placeholders become "" and missing
- * required variables are reported so the caller can refuse the request. `inject` is the draft preview:
- * it never fails and leaves unresolved placeholders as written so the author can see them.
- */
-export type RenderMode = 'invoke' | 'inject'
 
 export interface RenderOutcome {
   renderedContent: string
@@ -32,17 +28,6 @@ export interface RenderOutcome {
  */
 function suppliedValue(values: Record<string, unknown>, name: string): unknown {
   return Object.hasOwn(values, name) ? values[name] : undefined
-}
-
-/** Renders a supplied value as text. */
-export function formatValue(value: unknown): string {
-  if (typeof value === 'string') return value
-  // null is "supplied but empty" rather than the text "null": callers send null to blank a variable
-  // explicitly, and it still satisfies a required variable.
-  if (value === null) return ''
-  // toJSON may yield undefined (JSON.stringify then returns undefined despite its declared type).
-  if (typeof value === 'object') return JSON.stringify(value) ?? ''
-  return String(value)
 }
 
 export function renderCompiled(
@@ -103,13 +88,6 @@ export function renderCompiled(
   }
   out += compiled.tail
   return { renderedContent: out, missingRequired, unresolved }
-}
-
-/** The refusal of a rendering over RenderOptions.maxOutputBytes. */
-export function renderTooLarge(max: number): AppError {
-  return new AppError('RENDER_TOO_LARGE', `the rendered text would exceed ${max} bytes`, {
-    maxOutputBytes: max,
-  })
 }
 
 /** One-off rendering; services that render the same template repeatedly should cache compileTemplate. */

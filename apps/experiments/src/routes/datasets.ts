@@ -1,6 +1,6 @@
 import { finished } from 'node:stream/promises'
 import multipart from '@fastify/multipart'
-import { API_ROUTES, AppError, DATASET_UPLOAD_MAX_BYTES, type DatasetItemInput } from '@pm/contracts'
+import { API_ROUTES, AppError, DATASET_UPLOAD_MAX_BYTES } from '@pm/contracts'
 import { requireOrganization, route, type Service } from '@pm/kit'
 import type { ExperimentsDeps } from '../deps.ts'
 import { isJsonl, parseCsvItems, parseJsonlItems } from '../domain/items.ts'
