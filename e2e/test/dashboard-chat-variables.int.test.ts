@@ -7,6 +7,7 @@ import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call } from '../src/client.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The chat editor's variables table follows the messages as they are typed: a placeholder's
@@ -30,7 +31,7 @@ describe('the chat editor’s variables table', () => {
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`)
-    execFileSync('pnpm', ['--filter', '@pm/dashboard', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' })
+    const dashboardDir = builtDashboard()
     mkdirSync(SHOTS, { recursive: true })
     dataDir = mkdtempSync(join(tmpdir(), 'pm-chat-vars-'))
     const port = await freePort()
@@ -38,6 +39,7 @@ describe('the chat editor’s variables table', () => {
     proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: String(port),
       DATA_DIR: dataDir,
+      DASHBOARD_DIR: dashboardDir,
       BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,

@@ -7,6 +7,7 @@ import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call } from '../src/client.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The editor's composition tools (issue 26) in Debian's chromium against the embedded default:
@@ -55,12 +56,7 @@ describe('the dashboard: composing prompts', () => {
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (or set CHROMIUM_PATH)`)
-    dashboardDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-compose-dist-'))
-    execFileSync(
-      'pnpm',
-      ['--filter', '@pm/dashboard', 'exec', 'vite', 'build', '--outDir', dashboardDir, '--emptyOutDir'],
-      { cwd: REPO_ROOT, stdio: 'pipe' },
-    )
+    dashboardDir = builtDashboard()
     mkdirSync(SHOTS, { recursive: true })
     dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-compose-'))
     const port = await freePort()
@@ -90,7 +86,6 @@ describe('the dashboard: composing prompts', () => {
     await browser?.close()
     await proc?.stop()
     if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-    if (dashboardDir) rmSync(dashboardDir, { recursive: true, force: true })
   })
 
   it('inserts a reference, previews it resolved, and shows "Used by" on the included prompt', async ({

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { FakeRuns } from '../src/fakeRuns.ts'
 import { caller, data, login } from '../src/prompts.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The datasets and experiments pages in Debian's chromium against the embedded default (the
@@ -72,15 +73,7 @@ describe('datasets and experiments in a real browser', () => {
   beforeAll(async () => {
     if (!existsSync(CHROMIUM))
       throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
-    dashboardDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-exp-dist-'))
-    execFileSync(
-      'pnpm',
-      ['--filter', '@pm/dashboard', 'exec', 'vite', 'build', '--outDir', dashboardDir, '--emptyOutDir'],
-      {
-        cwd: REPO_ROOT,
-        stdio: 'pipe',
-      },
-    )
+    dashboardDir = builtDashboard()
     mkdirSync(SHOTS, { recursive: true })
     const secret = randomBytes(32).toString('hex')
     fake = await FakeRuns.start(secret)
@@ -126,7 +119,6 @@ describe('datasets and experiments in a real browser', () => {
     await proc?.stop()
     await fake?.close()
     if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-    if (dashboardDir) rmSync(dashboardDir, { recursive: true, force: true })
   })
 
   beforeEach(({ onTestFailed }) => {

@@ -8,6 +8,7 @@ import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call } from '../src/client.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /** The prompt page's Export control in a real browser (prompts as code, issue 30). */
 
@@ -39,12 +40,7 @@ describe('dashboard: export a prompt as a file', () => {
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (or set CHROMIUM_PATH)`)
-    dashboardDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-files-dist-'))
-    execFileSync(
-      'pnpm',
-      ['--filter', '@pm/dashboard', 'exec', 'vite', 'build', '--outDir', dashboardDir, '--emptyOutDir'],
-      { cwd: REPO_ROOT, stdio: 'pipe' },
-    )
+    dashboardDir = builtDashboard()
     mkdirSync(SHOTS, { recursive: true })
     dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-files-'))
     const port = await freePort()
@@ -90,7 +86,6 @@ describe('dashboard: export a prompt as a file', () => {
     await browser?.close()
     await proc?.stop()
     if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-    if (dashboardDir) rmSync(dashboardDir, { recursive: true, force: true })
   })
 
   it('downloads the draft as Dotprompt and as Prompty, accessibly at both widths', async () => {

@@ -9,6 +9,7 @@ import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { call } from '../src/client.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The Playground in Debian's chromium against the embedded default and the local fake provider
@@ -74,12 +75,7 @@ describe('the dashboard Playground in a real browser', () => {
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (or set CHROMIUM_PATH)`)
-    dashboardDir = mkdtempSync(join(tmpdir(), 'pm-playground-dist-'))
-    execFileSync(
-      'pnpm',
-      ['--filter', '@pm/dashboard', 'exec', 'vite', 'build', '--outDir', dashboardDir, '--emptyOutDir'],
-      { cwd: REPO_ROOT, stdio: 'pipe' },
-    )
+    dashboardDir = builtDashboard()
     mkdirSync(SHOTS, { recursive: true })
     fake = await startFakeProvider()
     dataDir = mkdtempSync(join(tmpdir(), 'pm-playground-'))
@@ -144,7 +140,6 @@ describe('the dashboard Playground in a real browser', () => {
     await proc?.stop()
     await fake?.close()
     if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-    if (dashboardDir) rmSync(dashboardDir, { recursive: true, force: true })
   })
 
   beforeEach(({ onTestFailed }) => {

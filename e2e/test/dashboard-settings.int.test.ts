@@ -16,6 +16,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { BrowserErrors } from '../src/browserErrors.ts'
 import { call } from '../src/client.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The dashboard's second part in Debian's chromium against the embedded default: workspace
@@ -156,12 +157,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     if (!existsSync(CHROMIUM)) {
       throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
     }
-    dashboardDir = mkdtempSync(join(tmpdir(), 'pm-dashboard2-dist-'))
-    execFileSync(
-      'pnpm',
-      ['--filter', '@pm/dashboard', 'exec', 'vite', 'build', '--outDir', dashboardDir, '--emptyOutDir'],
-      { cwd: REPO_ROOT, stdio: 'pipe' },
-    )
+    dashboardDir = builtDashboard()
     mkdirSync(SHOTS, { recursive: true })
     rmSync(join(SHOTS, 'settings-failure.png'), { force: true })
     receiver = await WebhookReceiver.start()
@@ -193,7 +189,6 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await service?.proc.stop()
     await receiver?.close()
     if (service) rmSync(service.dataDir, { recursive: true, force: true })
-    if (dashboardDir) rmSync(dashboardDir, { recursive: true, force: true })
   })
 
   afterEach(() => {

@@ -8,6 +8,7 @@ import { type Browser, type BrowserContext, chromium, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { BrowserErrors } from '../src/browserErrors.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The dashboard, driven by Debian's chromium (no browser download) against the embedded
@@ -88,7 +89,7 @@ describe('the dashboard: an author’s journey in a real browser', () => {
       throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
     }
     // The page under test is the one built from the current sources.
-    execFileSync('pnpm', ['--filter', '@pm/dashboard', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' })
+    const dashboardDir = builtDashboard()
     // Only this journey's leftovers: the part-2 test (dashboard-settings) shares the folder.
     rmSync(join(SHOTS, 'failure.png'), { force: true })
     mkdirSync(SHOTS, { recursive: true })
@@ -98,6 +99,7 @@ describe('the dashboard: an author’s journey in a real browser', () => {
     proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: String(port),
       DATA_DIR: dataDir,
+      DASHBOARD_DIR: dashboardDir,
       BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ADMIN_NAME: 'Ada Admin',

@@ -6,6 +6,7 @@ import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } f
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { OtlpReceiver } from '../src/otlpReceiver.ts'
 import { ADMIN } from '../src/slice.ts'
+import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The embedded default's telemetry on a fresh, idle install (issue 31): the metrics the
@@ -23,9 +24,7 @@ describe('telemetry of a fresh, idle embedded default', () => {
   const scrape = async () => (await fetch(metricsUrl)).text()
 
   beforeAll(async () => {
-    if (!existsSync(join(REPO_ROOT, 'apps/dashboard/dist/index.html'))) {
-      execFileSync('pnpm', ['--filter', '@pm/dashboard', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' })
-    }
+    const dashboardDir = builtDashboard()
     otlp = await OtlpReceiver.start()
     dataDir = mkdtempSync(join(tmpdir(), 'pm-telemetry-'))
     const port = await freePort()
@@ -35,6 +34,7 @@ describe('telemetry of a fresh, idle embedded default', () => {
     proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: String(port),
       DATA_DIR: dataDir,
+      DASHBOARD_DIR: dashboardDir,
       METRICS_PORT: String(metricsPort),
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
       OUTBOX_POLL_MS: '100',

@@ -236,6 +236,7 @@ export const VariantSummary = Type.Object(
     evaluators: Type.Record(
       Type.String(),
       Type.Object({ mean: Nullable(Type.Number()), count: Type.Integer() }),
+      { examples: [{ exact: { mean: 0.75, count: 200 } }] },
     ),
     /** Units without an error whose every score is at least 0.5, over units done. */
     passRate: Nullable(Type.Number()),
@@ -294,8 +295,12 @@ export const ExperimentResult = Type.Object(
     expected: Nullable(Type.String()),
     output: Nullable(Type.String()),
     /** Per evaluator name: its score 0..1, or null where it could not score (see `evaluatorErrors`). */
-    scores: Type.Record(Type.String(), Nullable(Type.Number())),
-    evaluatorErrors: Type.Record(Type.String(), Type.String()),
+    scores: Type.Record(Type.String(), Nullable(Type.Number()), {
+      examples: [{ exact: 1, 'json-valid': 0 }],
+    }),
+    evaluatorErrors: Type.Record(Type.String(), Type.String(), {
+      examples: [{ 'llm-judge': 'the answer holds no score' }],
+    }),
     passed: Type.Boolean(),
     latencyMs: Nullable(Type.Number()),
     tokens: Type.Object({ input: Type.Integer(), output: Type.Integer() }),
