@@ -1,11 +1,13 @@
 import { mergeConfig } from 'vitest/config'
+import { privateServersAvailable } from '../packages/testkit/src/privateServers.ts'
 import base from '../vitest.base.ts'
 
 /**
- * With PM_TEST_PRIVATE_SERVERS=1 (`npm test`), every file gets its own NATS and Redis
- * (packages/testkit/src/privateServers.ts) and its own ports, data folders and processes, so
- * two files run side by side: their time is mostly spent waiting on the processes they start.
- * By hand (NATS_URL / REDIS_URL shared), one file at a time as before.
+ * With PM_TEST_PRIVATE_SERVERS=1 (`npm test`) and nats-server and redis-server installed, every
+ * file gets its own NATS and Redis (packages/testkit/src/privateServers.ts) besides its own
+ * ports, data folders and processes, so two files run side by side: their time is mostly spent
+ * waiting on the processes they start. Otherwise (NATS_URL / REDIS_URL shared), one file at a
+ * time as before.
  *
  * expect.poll gives up after 1 s by default. The browser tests poll the page after each step
  * (a publish, a promotion), which takes longer than that on a loaded 2-core machine; polling
@@ -14,6 +16,6 @@ import base from '../vitest.base.ts'
 export default mergeConfig(base, {
   test: {
     expect: { poll: { timeout: 10_000 } },
-    ...(process.env.PM_TEST_PRIVATE_SERVERS === '1' ? { maxWorkers: 2 } : {}),
+    ...(privateServersAvailable() ? { maxWorkers: 2 } : {}),
   },
 })

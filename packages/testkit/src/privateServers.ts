@@ -49,6 +49,11 @@ export function privateServersWanted(): boolean {
   return process.env.PM_TEST_PRIVATE_SERVERS === '1'
 }
 
+/** Wanted, and both binaries installed: every test file then gets its own NATS and Redis. */
+export function privateServersAvailable(): boolean {
+  return privateServersWanted() && Object.values(BINARIES).every((name) => findBinary(name) !== undefined)
+}
+
 export async function startPrivateServer(kind: PrivateKind): Promise<string | undefined> {
   if (!privateServersWanted()) return undefined
   const bin = findBinary(BINARIES[kind])
