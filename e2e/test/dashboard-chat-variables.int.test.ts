@@ -86,7 +86,12 @@ describe('the chat editor’s variables table', () => {
     const names = () => page.locator('tbody tr th').allInnerTexts()
     expect(await names()).toEqual(['customer', 'history', 'question'])
     expect(await page.getByText('unused').count()).toBe(0)
-    expect(await page.locator('tbody').getByRole('button', { name: /^Remove / }).count()).toBe(0)
+    expect(
+      await page
+        .locator('tbody')
+        .getByRole('button', { name: /^Remove / })
+        .count(),
+    ).toBe(0)
 
     await page.getByRole('textbox', { name: 'Message 1 content' }).click()
     await page.keyboard.press('Control+End')
@@ -94,7 +99,12 @@ describe('the chat editor’s variables table', () => {
     // At once: no save, no reload.
     await expect.poll(names).toEqual(['customer', 'history', 'question', 'tone'])
     expect(await row('tone').getByRole('checkbox').isChecked()).toBe(true)
-    expect(await page.locator('tbody').getByRole('button', { name: /^Remove / }).count()).toBe(0)
+    expect(
+      await page
+        .locator('tbody')
+        .getByRole('button', { name: /^Remove / })
+        .count(),
+    ).toBe(0)
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 860 })
       await page.screenshot({ path: join(SHOTS, `chat-variables-${width}.png`), fullPage: true })
@@ -106,7 +116,12 @@ describe('the chat editor’s variables table', () => {
     await page.keyboard.press('Control+A')
     await page.keyboard.type('Thanks')
     await expect.poll(() => row('question').getByText('unused').count()).toBe(1)
-    expect(await page.locator('tbody').getByRole('button', { name: /^Remove / }).allInnerTexts()).toEqual(['Remove'])
+    expect(
+      await page
+        .locator('tbody')
+        .getByRole('button', { name: /^Remove / })
+        .allInnerTexts(),
+    ).toEqual(['Remove'])
     expect(await page.getByRole('button', { name: 'Remove question' }).count()).toBe(1)
   })
 })
