@@ -85,7 +85,7 @@ describe('traces (distributed mode, real NATS): one trace across the services', 
     expect(chain.at(-1)?.kind).toBe(SERVER)
     expect(chain.at(-1)?.parentSpanId).toBe('')
     expect(names(chain)).toEqual(
-      expect.arrayContaining(['render:render.resolver.resolve', 'gateway:gateway.proxy render']),
+      expect.arrayContaining(['render:render.resolver.resolveServed', 'gateway:gateway.proxy render']),
     )
     // The gateway's own steps are in the same trace.
     const trace = otlp.trace(chain[0]?.traceId ?? '')
