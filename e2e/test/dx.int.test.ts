@@ -131,5 +131,5 @@ describe('developer experience against the distributed stack', () => {
     const ops = new Set(recorder.seen.map((s) => `${s.method} ${s.status}`))
     expect(ops).toContain('PATCH 200')
     expect(undocumentedResponses(doc, recorder.seen)).toEqual([])
-  })
+  }, 120_000) // stops and restarts the whole stack (seven processes) on a 2-core machine
 })
