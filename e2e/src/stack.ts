@@ -23,6 +23,8 @@ export interface Stack {
   env: Record<string, string>
   /** Restarts one service with the same settings. */
   restart(name: string): Promise<void>
+  /** Restarts every process: the services side by side, then the gateway. */
+  restartAll(): Promise<void>
   stop(): Promise<void>
 }
 
@@ -94,11 +96,14 @@ export async function startStack(
     await Promise.all(Object.values(processes).map((p) => p.stop()))
     rmSync(dataDir, { recursive: true, force: true })
   }
-  try {
-    // The services side by side (none needs another to start), then the gateway, whose
-    // readiness asks every upstream.
+  // The services side by side (none needs another to start), then the gateway, whose
+  // readiness asks every upstream.
+  const launchAll = async () => {
     await Promise.all([...services, ...extraRenders].map((name) => launch(name)))
     await launch('gateway')
+  }
+  try {
+    await launchAll()
   } catch (err) {
     await stop()
     throw err
@@ -113,6 +118,10 @@ export async function startStack(
     restart: async (name: string) => {
       await processes[name]?.stop()
       await launch(name)
+    },
+    restartAll: async () => {
+      await Promise.all(Object.values(processes).map((p) => p.stop()))
+      await launchAll()
     },
     stop,
   }

@@ -101,7 +101,7 @@ describe('developer experience against the distributed stack', () => {
       code: 'NETWORK_ERROR',
     })
 
-    for (const name of ['identity', 'prompts', 'render', 'webhooks', 'gateway']) await stack.restart(name)
+    await stack.restartAll()
 
     // Publish a second version through the client's typed routes, as an operator would.
     const admin = new PromptClient({
