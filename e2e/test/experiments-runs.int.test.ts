@@ -3,19 +3,65 @@ import type { Experiment, ExperimentResult } from '@pm/contracts'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { call, type Reply } from '../src/client.ts'
 import { type InProcess, startInProcess, type Tenant } from '../src/inProcess.ts'
+import { type Stack, startStack } from '../src/stack.ts'
 
 type Data<T> = { data: T }
 const ITEMS = 200
 
 /**
- * An experiment against the real runs service of the embedded default and the local provider
- * (packages/fakeprovider, which echoes the last user message and counts a token per word):
+ * An experiment against the real runs service, in the embedded default and in the distributed mode,
+ * with the local provider (packages/fakeprovider, which echoes the last user message and counts a token per word):
  * version 1 renders `answer-<n>`, the draft `wrong-<n>`, so the test knows every answer, its
  * `exact` score and its tokens; a rubric prompt's render holds `{"score": 0.5}` (the judge
  * echoes it) and another's none (that evaluator errors on every unit; the experiment completes).
  */
-describe('an experiment through the runs service and the local provider (embedded default)', () => {
-  let pm: InProcess
+interface Target {
+  base: string
+  signUp(label: string): Promise<Tenant>
+  close(): Promise<void>
+}
+
+/** The embedded default in this process. */
+async function embedded(): Promise<Target> {
+  const pm: InProcess = await startInProcess({
+    PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
+    EXPERIMENT_POLL_MS: '50',
+  })
+  return pm
+}
+
+/** The distributed mode: experiments and runs as processes of their own, real NATS and Redis. */
+async function distributed(): Promise<Target> {
+  const stack: Stack = await startStack({
+    PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
+    EXPERIMENT_POLL_MS: '50',
+    AUTH_ALLOW_SIGNUP: 'true',
+    LOG_LEVEL: 'warn',
+  })
+  let n = 0
+  return {
+    base: stack.gateway,
+    signUp: async (label) => {
+      n++
+      const email = `${label}-${n}-${Date.now()}@example.com`
+      const res = await call<{
+        data: { accessToken: string; organizationId: string; user: { _id: string } }
+      }>(stack.gateway, 'POST', '/api/v1/auth/register', {
+        body: { email, password: 'correct horse battery staple', name: label },
+      })
+      if (res.status !== 201) throw new Error(`sign-up answered ${res.status}: ${JSON.stringify(res.body)}`)
+      const { accessToken, organizationId, user } = res.body.data
+      return { email, accessToken, organizationId, userId: user._id }
+    },
+    close: () => stack.stop(),
+  }
+}
+
+describe.each([
+  { mode: 'embedded default', start: embedded },
+  { mode: 'distributed mode', start: distributed },
+])('an experiment through the runs service and the local provider ($mode)', ({ start }) => {
+  let pm: Target
   let provider: FakeProvider
   let me: Tenant
 
@@ -28,9 +74,9 @@ describe('an experiment through the runs service and the local provider (embedde
 
   beforeAll(async () => {
     provider = await startFakeProvider()
-    pm = await startInProcess({ PROVIDER_ALLOWED_HOSTS: '127.0.0.1', EXPERIMENT_POLL_MS: '50' })
+    pm = await start()
     me = await pm.signUp('runs-exp')
-  }, 60_000)
+  }, 120_000)
 
   afterAll(async () => {
     await pm?.close()
