@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { childEnv, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { importJWK, type JWK, SignJWT } from 'jose'
 import { call, type Reply } from './client.ts'
 import type { Stack } from './stack.ts'
@@ -150,7 +150,7 @@ export function runIdentityCli(
         join(REPO_ROOT, 'apps/identity/src/cli.ts'),
         ...args,
       ],
-      { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'pipe'] },
+      { cwd: REPO_ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] },
     )
     let stdout = ''
     let stderr = ''

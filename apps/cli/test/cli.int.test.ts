@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { childEnv, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 const CLI = join(REPO_ROOT, 'apps/cli/src/main.ts')
@@ -22,7 +22,7 @@ function pm(args: string[], env: Record<string, string>, stdin?: string): Promis
       ['--conditions=source', '--disable-warning=ExperimentalWarning', CLI, ...args],
       {
         cwd: REPO_ROOT,
-        env: { PATH: process.env.PATH ?? '', HOME: env.HOME ?? tmpdir(), ...env },
+        env: childEnv({ HOME: env.HOME ?? tmpdir(), ...env }),
         stdio: ['pipe', 'pipe', 'pipe'],
       },
     )

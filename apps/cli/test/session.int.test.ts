@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { childEnv, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 const CLI = join(REPO_ROOT, 'apps/cli/src/main.ts')
@@ -22,7 +22,7 @@ function pm(args: string[], env: Record<string, string>, stdin = ''): Promise<Re
     const child = spawn(
       process.execPath,
       ['--conditions=source', '--disable-warning=ExperimentalWarning', CLI, ...args],
-      { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'pipe'] },
+      { cwd: REPO_ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] },
     )
     let stdout = ''
     let stderr = ''

@@ -30,6 +30,16 @@ export interface RunningProcess {
 }
 
 /**
+ * The environment of a child process the tests start: PATH, Node's compile cache when the run
+ * has one (`NODE_COMPILE_CACHE`, set by `npm test`: a started service then compiles its modules,
+ * TypeScript stripping included, once per run instead of once per start), then `env`.
+ */
+export function childEnv(env: Record<string, string>): Record<string, string> {
+  const cache = process.env.NODE_COMPILE_CACHE
+  return { PATH: process.env.PATH ?? '', ...(cache ? { NODE_COMPILE_CACHE: cache } : {}), ...env }
+}
+
+/**
  * Starts a service entry point (TypeScript, run by Node 24 directly) as a child process
  * with the given environment; collects its output lines for assertions. With `umask` (e.g.
  * 0o022), a shell sets it and then becomes Node (exec: same pid, signals reach Node).
@@ -47,7 +57,7 @@ export function startProcess(
       : ['/bin/sh', '-c', `umask ${opts.umask.toString(8).padStart(3, '0')} && exec "$@"`, 'sh', ...node]
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const logs: string[] = []
