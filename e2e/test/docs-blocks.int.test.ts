@@ -1,7 +1,17 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -47,30 +57,81 @@ export function docBlocks(file: string): DocBlock[] {
   return blocks
 }
 
+const SHELL = new Set(['sh', 'bash'])
+/** Blocks that show a file's content or a layout, not something to run. */
+const CONTENT = new Set(['', 'text', 'json', 'yaml', 'handlebars'])
+
+/** The shell blocks of a doc to run, after checking that every other block is content or says why it is skipped. */
+function shellBlocks(
+  file: string,
+  runs: ReadonlySet<string> = SHELL,
+): { run: DocBlock[]; skipped: string[] } {
+  const blocks = docBlocks(file)
+  const unmarked = blocks.filter((b) => !b.skip && !runs.has(b.lang) && !CONTENT.has(b.lang))
+  // Every block is run, is content, or is marked: a new block must be made runnable or say why not.
+  expect(unmarked.map((b) => `${b.file}:${b.line} ${b.lang}`)).toEqual([])
+  return {
+    run: blocks.filter((b) => !b.skip && SHELL.has(b.lang)),
+    skipped: blocks.filter((b) => b.skip).map((b) => `${b.file}:${b.line} ${b.skip}`),
+  }
+}
+
 /**
- * README.md's shell blocks run verbatim, in order, in one bash session (later blocks use the
- * variables of earlier ones) against a fresh embedded default with the README's bootstrap
- * admin; only `localhost:8080` is replaced by the test's port. Blocks marked skipped are listed
- * with their reasons. A failing command fails the test with the block's line and its output.
+ * The blocks of README.md, clients/python/README.md, packages/client/README.md,
+ * apps/cli/README.md and docs/*.md run verbatim, in that order, against one fresh embedded
+ * default with the README's bootstrap admin; only `localhost:8080` is replaced by the test's
+ * port. Each doc's shell blocks run in one bash session (later blocks use the variables of
+ * earlier ones); the README walk-through's variables (BASE, TOKEN, ORG, KEY, PROMPT) carry over
+ * to the later docs, as they would in a reader's terminal. The reader's environment is a fresh
+ * HOME (the CLI's session file), `PM_URL` pointing at the service (the CLI's default is
+ * localhost:8080), and `pm` on PATH for the docs that assume the CLI installed (the sources of
+ * apps/cli, as the packed `pm` runs its build). Blocks marked skipped are listed with their
+ * reasons. A failing command fails the test with the block's line and its output.
  */
-describe('README.md and clients/python/README.md: the blocks work as written', () => {
-  const blocks = docBlocks('README.md')
+describe('the docs: every block works as written', () => {
   let proc: RunningProcess
   let base: string
   let dataDir: string
+  let home: string
+  /** The README walk-through's variables, as `declare -p` wrote them. */
+  let state: string
+  let env: NodeJS.ProcessEnv
+  const skipped: string[] = []
 
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'pm-docs-'))
+    home = join(dataDir, 'home')
+    mkdirSync(home)
+    state = join(dataDir, 'walkthrough.sh')
     const port = await freePort()
     base = `http://127.0.0.1:${port}`
-    // The README's first block, with the test's port and data folder.
+    // README.md's first block, with the test's port and data folder.
     proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: String(port),
-      DATA_DIR: dataDir,
+      DATA_DIR: join(dataDir, 'data'),
       BOOTSTRAP_ADMIN_EMAIL: 'admin@example.com',
       BOOTSTRAP_ADMIN_PASSWORD: 'change-me-please',
       BOOTSTRAP_ORG_NAME: 'Acme',
     })
+    // `pm`, as installed from the packed CLI.
+    const bin = join(dataDir, 'bin')
+    mkdirSync(bin)
+    writeFileSync(
+      join(bin, 'pm'),
+      `#!/usr/bin/env bash\nexec "${process.execPath}" --conditions=source --disable-warning=ExperimentalWarning "${join(REPO_ROOT, 'apps/cli/src/main.ts')}" "$@"\n`,
+    )
+    chmodSync(join(bin, 'pm'), 0o755)
+    env = {
+      ...process.env,
+      HOME: home,
+      PM_URL: base,
+      DATA_DIR: join(dataDir, 'data'),
+      PATH: `${bin}:${dirname(process.execPath)}:${process.env.PATH ?? ''}`,
+    }
+    delete env.PM_API_KEY
+    delete env.PM_TOKEN
+    delete env.PM_ORG
+    delete env.PM_CONFIG
     await waitForHttp(`${base}/health/ready`, 60_000, proc)
   }, 90_000)
 
@@ -79,42 +140,117 @@ describe('README.md and clients/python/README.md: the blocks work as written', (
     if (dataDir) rmSync(dataDir, { recursive: true, force: true })
   })
 
-  it('every unmarked sh block runs without an error; each marked one says why', async () => {
-    const shell = blocks.filter((b) => b.lang === 'sh' || b.lang === 'bash')
-    const skipped = blocks.filter((b) => b.skip).map((b) => `README.md:${b.line} ${b.skip}`)
-    // Every block is either run or marked: a new block must be made runnable or say why not.
-    expect(blocks.filter((b) => !b.skip && b.lang !== 'sh' && b.lang !== 'bash' && b.lang !== '')).toEqual([])
-    const runnable = shell.filter((b) => !b.skip)
-    expect(runnable.length).toBeGreaterThanOrEqual(2)
-    let script = 'set -euo pipefail\n'
-    for (const b of runnable) {
-      script += `echo "--- README.md:${b.line}" >&2\n${b.code.replaceAll('http://localhost:8080', base)}\n`
-    }
-    // Then the Python client's README, with the key and the prompt the walk-through made
-    // (its PROMPTS_URL, PROMPTS_API_KEY and PROMPT_ID) and the client from this checkout.
-    const python = docBlocks('clients/python/README.md')
-    expect(python.filter((b) => !b.skip && b.lang !== 'python' && b.lang !== '')).toEqual([])
-    // One Python process for all of them: later blocks use the client the first one made.
-    const pythonCode = python
-      .filter((b) => b.lang === 'python' && !b.skip)
-      .map((b) => `# clients/python/README.md:${b.line}\n${b.code}`)
-      .join('\n')
-    script += `echo "--- clients/python/README.md" >&2\nPROMPTS_URL=$BASE PROMPTS_API_KEY=$KEY PROMPT_ID=$PROMPT PYTHONPATH=clients/python/src python3 - <<'PYTHON_BLOCK'\n${pythonCode}\nPYTHON_BLOCK\n`
-    const out = await run('bash', ['-c', script], {
-      cwd: REPO_ROOT,
+  /** Runs a bash script (set -euo pipefail, the walk-through's variables loaded when saved). */
+  async function bash(
+    label: string,
+    script: string,
+    cwd = REPO_ROOT,
+    more: NodeJS.ProcessEnv = {},
+  ): Promise<string> {
+    const prelude = `set -euo pipefail\nif [ -f '${state}' ]; then source '${state}'; fi\n`
+    const out = await run('bash', ['-c', prelude + script.replaceAll('http://localhost:8080', base)], {
+      cwd,
+      env: { ...env, ...more },
       timeout: 60_000,
       maxBuffer: 8 << 20,
     }).catch((err: { stdout?: string; stderr?: string; code?: number }) => {
-      throw new Error(`a README block failed (exit ${err.code}):\n${err.stderr}\n${err.stdout}`)
+      throw new Error(`a block of ${label} failed (exit ${err.code}):\n${err.stderr}\n${err.stdout}`)
     })
+    return out.stdout
+  }
+
+  function script(blocks: readonly DocBlock[]): string {
+    return blocks.map((b) => `echo "--- ${b.file}:${b.line}" >&2\n${b.code}\n`).join('')
+  }
+
+  it('README.md and clients/python/README.md', async () => {
+    const readme = shellBlocks('README.md')
+    skipped.push(...readme.skipped)
+    expect(readme.run.length).toBeGreaterThanOrEqual(2)
+    let text = script(readme.run)
+    // What the walk-through defined, for the docs after it.
+    text += `declare -p BASE TOKEN ORG KEY PROMPT > '${state}'\n`
+    // Then the Python client's README, with the key and the prompt the walk-through made
+    // (its PROMPTS_URL, PROMPTS_API_KEY and PROMPT_ID) and the client from this checkout.
+    const python = shellBlocks('clients/python/README.md', new Set(['python']))
+    skipped.push(...python.skipped)
+    // One Python process for all of them: later blocks use the client the first one made.
+    const pythonCode = docBlocks('clients/python/README.md')
+      .filter((b) => b.lang === 'python' && !b.skip)
+      .map((b) => `# clients/python/README.md:${b.line}\n${b.code}`)
+      .join('\n')
+    text += `echo "--- clients/python/README.md" >&2\nPROMPTS_URL=$BASE PROMPTS_API_KEY=$KEY PROMPT_ID=$PROMPT PYTHONPATH=clients/python/src python3 - <<'PYTHON_BLOCK'\n${pythonCode}\nPYTHON_BLOCK\n`
+    const out = await bash('README.md / clients/python/README.md', text)
     // The walk-through's answers, as its comments show them.
-    expect(out.stdout).toContain('"renderedContent":"Hello Ada!"')
-    expect(out.stdout).toContain('"renderedMessages":[{"role":"system","content":"You help Ada."}')
-    expect(out.stdout).not.toContain('"error"')
+    expect(out).toContain('"renderedContent":"Hello Ada!"')
+    expect(out).toContain('"renderedMessages":[{"role":"system","content":"You help Ada."}')
+    expect(out).not.toContain('"error"')
     // The Python README's example: the latest version rendered, then a 404 with a UUID request id.
-    expect(out.stdout).toMatch(/Hello Ada! 1 network\n/)
-    expect(out.stdout).toMatch(/404 NOT_FOUND [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n/)
-    expect(out.stdout).toContain('Hello Bo!')
-    expect(skipped.length).toBeGreaterThan(0)
+    expect(out).toMatch(/Hello Ada! 1 network\n/)
+    expect(out).toMatch(/404 NOT_FOUND [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n/)
+    expect(out).toContain('Hello Bo!')
   }, 90_000)
+
+  it('packages/client/README.md: the example runs in an app that has the client', async () => {
+    const doc = shellBlocks('packages/client/README.md', new Set(['sh', 'js']))
+    skipped.push(...doc.skipped)
+    expect(doc.run).toEqual([])
+    const examples = docBlocks('packages/client/README.md').filter((b) => b.lang === 'js' && !b.skip)
+    expect(examples).toHaveLength(1)
+    // The app: example.mjs beside node_modules/@pm/client (this checkout's, by its sources).
+    const app = join(dataDir, 'my-app')
+    mkdirSync(join(app, 'node_modules/@pm'), { recursive: true })
+    symlinkSync(join(REPO_ROOT, 'packages/client'), join(app, 'node_modules/@pm/client'))
+    writeFileSync(join(app, 'example.mjs'), examples[0]?.code ?? '')
+    const out = await bash(
+      'packages/client/README.md',
+      `PROMPTS_URL=$BASE PROMPTS_API_KEY=$KEY PROMPT_ID=$PROMPT node --conditions=source example.mjs\n`,
+      app,
+    )
+    // As its comment shows.
+    expect(out).toBe('Hello Ada! 1 network\n')
+  }, 90_000)
+
+  it('apps/cli/README.md', async () => {
+    const doc = shellBlocks('apps/cli/README.md')
+    skipped.push(...doc.skipped)
+    expect(doc.run.length).toBeGreaterThan(0)
+    const out = await bash('apps/cli/README.md', script(doc.run))
+    expect(out).toContain('Welcome')
+    expect(out).toContain('You help Ada.')
+  }, 90_000)
+
+  it('docs/*.md: the command examples', async () => {
+    const files = readdirSync(join(REPO_ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .sort()
+    let ran = 0
+    for (const name of files) {
+      const doc = shellBlocks(`docs/${name}`)
+      skipped.push(...doc.skipped)
+      if (doc.run.length === 0) continue
+      // `npm run cli` runs in the repository, as the docs say; `pm` anywhere, so such a doc
+      // gets a folder of its own (prompts-as-code pulls files into ./prompts).
+      const text = script(doc.run)
+      let cwd = REPO_ROOT
+      if (!text.includes('npm run ')) {
+        cwd = join(dataDir, `docs-${name}`)
+        mkdirSync(cwd)
+      }
+      await bash(`docs/${name}`, text, cwd, { PM_PASSWORD: 'change-me-please' })
+      ran += doc.run.length
+    }
+    expect(ran).toBeGreaterThanOrEqual(2)
+    // deploy.md's backup, where it says.
+    const backups = readdirSync(join(home, 'pm-backups'))
+    expect(backups).toHaveLength(1)
+    expect(backups[0]).toMatch(/^pm-\d{4}-\d\d-\d\d\.pmbak$/)
+    // prompts-as-code.md's pull, into its folder.
+    expect(existsSync(join(dataDir, 'docs-prompts-as-code.md/prompts/support-bot.prompt'))).toBe(true)
+  }, 90_000)
+
+  it('every skipped block says why', () => {
+    expect(skipped.length).toBeGreaterThan(5)
+    for (const s of skipped) expect(s).toMatch(/^\S+:\d+ .{8,}/)
+  })
 })

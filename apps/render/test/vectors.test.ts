@@ -17,7 +17,8 @@ interface Vector {
   variables: Variable[]
   values: Record<string, unknown>
   expected?: { renderedContent: string; renderedMessages?: unknown[] }
-  error?: { code: string; names: string[] }
+  /** `status` 400 unless given; `details` compared whole when given, `names` otherwise. */
+  error?: { code: string; status?: number; names?: string[]; details?: unknown }
 }
 
 /** The vectors the TypeScript and Python clients render locally, through the service's invoke. */
@@ -77,8 +78,12 @@ describe('invoke renders the shared vectors (packages/template/vectors/render.js
       expect(body.renderedMessages).toEqual(v.expected.renderedMessages)
       return
     }
-    expect(res.statusCode).toBe(400)
+    expect(res.statusCode).toBe(v.error?.status ?? 400)
     expect(body.error?.code).toBe(v.error?.code)
+    if (v.error?.details !== undefined) {
+      expect(body.error?.details).toEqual(v.error.details)
+      return
+    }
     const names =
       body.error?.code === 'VALIDATION_ERROR'
         ? (body.error.details as { path: string }[]).map((d) => d.path.replace('/body/variables/', ''))

@@ -13,7 +13,13 @@ import {
 import { syncVariables } from '@pm/template'
 import { type CacheSource, stableKey, TtlCache } from './cache.ts'
 import { PromptServiceError } from './errors.ts'
-import { type LocalRendering, renderLocally, type RenderSource } from './local.ts'
+import {
+  DEFAULT_MAX_OUTPUT_BYTES,
+  hasReferences,
+  type LocalRendering,
+  renderLocally,
+  type RenderSource,
+} from './local.ts'
 import { abortableSleep, DEFAULT_RETRY, type RetryInfo, type RetryOptions, Transport } from './transport.ts'
 import type { ApiMethods, RawInput } from './types.ts'
 
@@ -46,6 +52,12 @@ export interface PromptClientOptions {
   cacheMaxEntries?: number
   /** Per prompt id: what `invoke` renders locally when the service is down and nothing is cached. */
   fallbackTemplates?: Record<string, string | FallbackTemplate>
+  /**
+   * The largest text a local rendering may produce, in UTF-8 bytes: the render service's
+   * `RENDER_MAX_OUTPUT_BYTES` (default 1 MiB, the service's default). Past it a local render is
+   * refused with 422 RENDER_TOO_LARGE, as invoke would be.
+   */
+  maxOutputBytes?: number
   /** Retries on 429 and 5xx (a number, or the full options). Default 3. */
   retries?: number | Partial<RetryOptions>
   /** Per attempt. Default 10 s. */
@@ -125,7 +137,16 @@ export interface RenderablePrompt extends RenderSource {
   variables: Variable[]
   config?: ResolvedPrompt['config']
   source: CacheSource
-  /** Renders with these values; throws PromptServiceError (400) as invoke would refuse them. */
+  /**
+   * The version includes other prompts (`{{> slug}}`), which only the service resolves:
+   * `render` refuses it (400 REFERENCES_NOT_LOCAL) and the client's `renderLocally` asks
+   * invoke instead (cached per variables, as invoke is).
+   */
+  references: boolean
+  /**
+   * Renders with these values; throws PromptServiceError as invoke would refuse them (400, or
+   * 422 RENDER_TOO_LARGE past the client's `maxOutputBytes`).
+   */
   render(values?: Record<string, unknown>): LocalRendering
 }
 
@@ -153,10 +174,13 @@ export class PromptClient {
   private readonly slugs = new Map<string, Set<string>>()
   private accessToken: string | undefined
   private organizationId: string | undefined
+  /** The output cap of local renderings (the service's RENDER_MAX_OUTPUT_BYTES). */
+  private readonly localOptions: { maxOutputBytes: number }
 
   constructor(options: PromptClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl must be an http(s) URL')
     this.opts = options
+    this.localOptions = { maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES }
     this.accessToken = options.accessToken
     this.organizationId = options.organizationId
     const now = options.clock?.now ?? Date.now
@@ -291,7 +315,7 @@ export class PromptClient {
       const promptId = 'id' in ref ? ref.id : ref.slug
       const fallback = this.fallbackSource(promptId, err)
       if (!fallback) throw err
-      const outcome = renderLocally(fallback, variables)
+      const outcome = renderLocally(fallback, variables, this.localOptions)
       return {
         renderedContent: outcome.renderedContent,
         variables,
@@ -343,7 +367,10 @@ export class PromptClient {
     variables: Record<string, unknown> = {},
     options: RenderableOptions = {},
   ): Promise<RenderedPrompt> {
-    return rendered(await this.getRenderable(promptId, options), variables)
+    const renderable = await this.getRenderable(promptId, options)
+    // A prompt that includes others renders at the service, which resolves the references.
+    if (renderable.references) return this.render({ id: promptId }, variables, invokeOptions(options))
+    return rendered(renderable, variables)
   }
 
   /** `renderLocally` of the prompt with this slug. */
@@ -352,7 +379,9 @@ export class PromptClient {
     variables: Record<string, unknown> = {},
     options: RenderableOptions = {},
   ): Promise<RenderedPrompt> {
-    return rendered(await this.getRenderableBySlug(slug, options), variables)
+    const renderable = await this.getRenderableBySlug(slug, options)
+    if (renderable.references) return this.render({ slug }, variables, invokeOptions(options))
+    return rendered(renderable, variables)
   }
 
   private async renderable(
@@ -395,8 +424,9 @@ export class PromptClient {
         ...(value.messages ? { messages: value.messages } : {}),
         ...(value.config ? { config: value.config } : {}),
         source,
+        references: hasReferences(value),
         // The cached object itself is rendered, so its parsed form is reused (see local.ts).
-        render: (values = {}) => renderLocally(value, values),
+        render: (values = {}) => renderLocally(value, values, this.localOptions),
       }
     } catch (err) {
       const promptId = 'id' in ref ? ref.id : ref.slug
@@ -409,7 +439,8 @@ export class PromptClient {
         template: fallback.template,
         variables: [...fallback.variables],
         source: 'fallback',
-        render: (values = {}) => renderLocally(fallback, values),
+        references: hasReferences(fallback),
+        render: (values = {}) => renderLocally(fallback, values, this.localOptions),
       }
     }
   }
@@ -510,6 +541,16 @@ export class PromptClient {
 
 export function createClient(options: PromptClientOptions): PromptClient {
   return new PromptClient(options)
+}
+
+/** What invoke takes of renderLocally's options. */
+function invokeOptions(options: RenderableOptions): InvokeOptions {
+  return {
+    ...(options.version !== undefined ? { version: options.version } : {}),
+    ...(options.env ? { env: options.env } : {}),
+    ...(options.organizationId ? { organizationId: options.organizationId } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  }
 }
 
 function rendered(prompt: RenderablePrompt, variables: Record<string, unknown>): RenderedPrompt {

@@ -1,7 +1,10 @@
 import type { ErrorCode } from '@pm/contracts'
 
-/** Failures that happen before the service could answer. */
-export type ClientErrorCode = 'NETWORK_ERROR' | 'TIMEOUT'
+/**
+ * Failures of the client itself: the service could not be reached (NETWORK_ERROR, TIMEOUT), or
+ * a version that includes other prompts was given to the local renderer (REFERENCES_NOT_LOCAL).
+ */
+export type ClientErrorCode = 'NETWORK_ERROR' | 'TIMEOUT' | 'REFERENCES_NOT_LOCAL'
 
 /**
  * Every failure the client reports. `code` is the service's code (the closed list of

@@ -10,7 +10,14 @@ export {
   type RenderableOptions,
   type RenderedPrompt,
 } from './client.ts'
-export { type LocalRendering, type RenderSource, renderLocally } from './local.ts'
+export {
+  DEFAULT_MAX_OUTPUT_BYTES,
+  hasReferences,
+  type LocalRendering,
+  type LocalRenderOptions,
+  type RenderSource,
+  renderLocally,
+} from './local.ts'
 export { type ClientErrorCode, codeForStatus, PromptServiceError } from './errors.ts'
 export {
   backoffDelay,

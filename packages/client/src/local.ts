@@ -1,13 +1,24 @@
-import type { ChatMessage, RenderedMessage, Variable } from '@pm/contracts'
+import { AppError, type ChatMessage, type RenderedMessage, type Variable } from '@pm/contracts'
 import {
   type CompiledChat,
   type CompiledTemplate,
   compileChat,
+  compileLogicOrFlat,
   compileTemplate,
+  type LogicTemplate,
   renderChat,
   renderCompiled,
+  renderLogic,
 } from '@pm/template'
 import { PromptServiceError } from './errors.ts'
+
+/**
+ * The render service's output cap by default (`RENDER_MAX_OUTPUT_BYTES`, 1 MiB): a local
+ * rendering larger than it is refused with the service's 422 RENDER_TOO_LARGE, so that code
+ * tried against renderLocally behaves the same against invoke. Set the client's
+ * `maxOutputBytes` to the service's value when it was changed.
+ */
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 
 /** What a local rendering needs of a fetched version: its content and declared variables. */
 export interface RenderSource {
@@ -23,7 +34,15 @@ export interface LocalRendering {
   renderedMessages?: RenderedMessage[]
 }
 
-type Compiled = { kind: 'text'; compiled: CompiledTemplate } | { kind: 'chat'; chat: CompiledChat }
+export interface LocalRenderOptions {
+  /** Largest rendered text, in UTF-8 bytes (default DEFAULT_MAX_OUTPUT_BYTES, as the service). */
+  maxOutputBytes?: number
+}
+
+type Compiled =
+  | { kind: 'text'; compiled: CompiledTemplate }
+  | { kind: 'logic'; logic: LogicTemplate }
+  | { kind: 'chat'; chat: CompiledChat }
 
 /** Parsed once per fetched version (the object the cache holds), then reused by every render. */
 const compiledOf = new WeakMap<RenderSource, Compiled>()
@@ -31,43 +50,97 @@ const compiledOf = new WeakMap<RenderSource, Compiled>()
 function compile(source: RenderSource): Compiled {
   let found = compiledOf.get(source)
   if (!found) {
-    found = source.messages
-      ? { kind: 'chat', chat: compileChat(source.messages) }
-      : { kind: 'text', compiled: compileTemplate(source.template) }
+    if (source.messages) found = { kind: 'chat', chat: compileChat(source.messages) }
+    else {
+      // As the render service's snapshot: a template with blocks or references renders through
+      // the logic engine; one without (or an old version whose blocks do not parse), flat.
+      const compiled = compileTemplate(source.template)
+      const logic = compileLogicOrFlat(source.template, compiled)
+      found =
+        logic.occurrences.length > 0 || logic.nodes.some((n) => n.kind !== 'text' && n.kind !== 'var')
+          ? { kind: 'logic', logic }
+          : { kind: 'text', compiled }
+    }
     compiledOf.set(source, found)
   }
   return found
 }
 
 /**
+ * Whether the version includes other prompts (`{{> slug}}`). Those are resolved by the render
+ * service at render time (docs/decisions.md), so such a prompt cannot render here: the client's
+ * renderLocally asks the service's invoke for it instead.
+ */
+export function hasReferences(source: RenderSource): boolean {
+  const compiled = compile(source)
+  return compiled.kind === 'logic' && compiled.logic.occurrences.length > 0
+}
+
+/**
  * Renders a published version the way the service's invoke does (the same engine, the same
  * rules and the same refusals: 400 MISSING_REQUIRED_VARIABLES naming the absent required
  * variables, 400 VALIDATION_ERROR for a chat placeholder whose value is not a list of
- * `{role, content}`), without a network call. The service's size limit
- * (RENDER_MAX_OUTPUT_BYTES) is not applied: the text stays in this process.
+ * `{role, content}` or an `{{#each}}` over something that is not a list, 422 RENDER_TOO_LARGE
+ * past the output cap), without a network call. A version that includes other prompts is
+ * refused with 400 REFERENCES_NOT_LOCAL (see hasReferences).
  */
-export function renderLocally(source: RenderSource, values: Record<string, unknown>): LocalRendering {
+export function renderLocally(
+  source: RenderSource,
+  values: Record<string, unknown>,
+  options: LocalRenderOptions = {},
+): LocalRendering {
   const compiled = compile(source)
-  if (compiled.kind === 'text') {
-    const outcome = renderCompiled(compiled.compiled, source.variables, values, 'invoke')
+  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES
+  try {
+    if (compiled.kind === 'text') {
+      const outcome = renderCompiled(compiled.compiled, source.variables, values, 'invoke', {
+        maxOutputBytes,
+      })
+      if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+      return { renderedContent: outcome.renderedContent }
+    }
+    if (compiled.kind === 'logic') {
+      if (compiled.logic.occurrences.length > 0) {
+        throw new PromptServiceError({
+          status: 400,
+          code: 'REFERENCES_NOT_LOCAL',
+          message:
+            'this version includes other prompts ({{> slug}}), which the service resolves: ' +
+            'render it with invoke (the client’s renderLocally does so by itself)',
+          details: compiled.logic.includes.map((ref) => ref.key),
+        })
+      }
+      const outcome = renderLogic(compiled.logic, source.variables, values, 'invoke', { maxOutputBytes })
+      if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
+      return { renderedContent: outcome.renderedContent }
+    }
+    const outcome = renderChat(compiled.chat, source.variables, values, 'invoke', { maxOutputBytes })
     if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
-    return { renderedContent: outcome.renderedContent }
+    if (outcome.invalidPlaceholders.length > 0) {
+      const names = outcome.invalidPlaceholders
+      throw new PromptServiceError({
+        status: 400,
+        code: 'VALIDATION_ERROR',
+        message: `not a list of {role, content} messages: ${names.join(', ')}`,
+        details: names.map((name) => ({
+          path: `/body/variables/${name}`,
+          message: 'must be an array of {role, content} with a known role and text content',
+        })),
+      })
+    }
+    return { renderedContent: outcome.renderedContent, renderedMessages: outcome.renderedMessages }
+  } catch (err) {
+    // The engine's own refusals (RENDER_TOO_LARGE, an #each over a non-list), as the service answers them.
+    if (err instanceof AppError) {
+      throw new PromptServiceError({
+        status: err.statusCode,
+        code: err.code,
+        message: err.message,
+        details: err.details,
+      })
+    }
+    throw err
   }
-  const outcome = renderChat(compiled.chat, source.variables, values, 'invoke')
-  if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
-  if (outcome.invalidPlaceholders.length > 0) {
-    const names = outcome.invalidPlaceholders
-    throw new PromptServiceError({
-      status: 400,
-      code: 'VALIDATION_ERROR',
-      message: `not a list of {role, content} messages: ${names.join(', ')}`,
-      details: names.map((name) => ({
-        path: `/body/variables/${name}`,
-        message: 'must be an array of {role, content} with a known role and text content',
-      })),
-    })
-  }
-  return { renderedContent: outcome.renderedContent, renderedMessages: outcome.renderedMessages }
 }
 
 function missingRequired(names: string[]): PromptServiceError {

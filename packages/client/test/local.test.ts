@@ -14,7 +14,8 @@ interface Vector {
   variables: Variable[]
   values: Record<string, unknown>
   expected?: { renderedContent: string; renderedMessages?: unknown[] }
-  error?: { code: string; names: string[] }
+  /** `status` 400 unless given; `details` compared whole when given, `names` otherwise. */
+  error?: { code: string; status?: number; names?: string[]; details?: unknown }
 }
 
 const VECTORS = (
@@ -44,8 +45,12 @@ describe('renderLocally: the shared vectors (packages/template/vectors/render.js
     }
     expect(thrown).toBeInstanceOf(PromptServiceError)
     const err = thrown as PromptServiceError
-    expect(err.status).toBe(400)
+    expect(err.status).toBe(v.error?.status ?? 400)
     expect(err.code).toBe(v.error?.code)
+    if (v.error?.details !== undefined) {
+      expect(err.details).toEqual(v.error.details)
+      return
+    }
     const names =
       err.code === 'VALIDATION_ERROR'
         ? (err.details as { path: string }[]).map((d) => d.path.replace('/body/variables/', ''))
@@ -150,5 +155,63 @@ describe('getRenderable / renderLocally: fetched once per TTL, rendered here', (
     await client.renderLocally(ID, { name: 'a' })
     await client.renderLocallyBySlug('greeting', { name: 'a' })
     expect(state.calls).toHaveLength(4)
+  })
+})
+
+describe('renderLocally: references and the output cap', () => {
+  it('a version that includes other prompts is rendered by the service (invoke), once per variables', async () => {
+    const calls: string[] = []
+    const fetch = (async (input: string | URL | Request) => {
+      const url = String(input instanceof Request ? input.url : input)
+      calls.push(url)
+      const data = url.endsWith('/resolve')
+        ? { ...RESOLVED, template: 'Intro: {{> intro@production}} {{name}}' }
+        : {
+            renderedContent: 'Intro: Welcome! Ada',
+            variables: { name: 'Ada' },
+            promptId: ID,
+            versionId: RESOLVED.versionId,
+            version: 3,
+            references: [{ slug: 'intro', promptId: ORG, versionId: ORG, version: 1, via: 'production' }],
+          }
+      return new Response(JSON.stringify({ data }), {
+        status: 200,
+        headers: { 'content-type': 'application/json', 'x-request-id': 'r' },
+      })
+    }) as typeof globalThis.fetch
+    const client = new PromptClient({ baseUrl: 'http://prompts.test', apiKey: 'pk_x', fetch })
+    const renderable = await client.getRenderable(ID)
+    expect(renderable.references).toBe(true)
+    expect(() => renderable.render({ name: 'Ada' })).toThrow(
+      expect.objectContaining({ code: 'REFERENCES_NOT_LOCAL', status: 400, details: ['intro@production'] }),
+    )
+    const out = await client.renderLocally(ID, { name: 'Ada' })
+    expect(out).toMatchObject({ renderedContent: 'Intro: Welcome! Ada', source: 'network' })
+    expect(out.references).toEqual([expect.objectContaining({ slug: 'intro', via: 'production' })])
+    expect((await client.renderLocally(ID, { name: 'Ada' })).source).toBe('cache')
+    expect(calls).toEqual([
+      `http://prompts.test/api/v1/prompts/${ID}/resolve`,
+      `http://prompts.test/api/v1/prompts/${ID}/invoke`,
+    ])
+  })
+
+  it("applies the client's maxOutputBytes (the service's RENDER_MAX_OUTPUT_BYTES) with the service's 422", async () => {
+    const { fetch } = fakeFetch()
+    const client = new PromptClient({
+      baseUrl: 'http://prompts.test',
+      apiKey: 'pk_x',
+      fetch,
+      maxOutputBytes: 1024,
+    })
+    expect((await client.renderLocally(ID, { name: 'x'.repeat(1000) })).renderedContent).toHaveLength(1018)
+    await expect(client.renderLocally(ID, { name: 'x'.repeat(1010) })).rejects.toMatchObject({
+      status: 422,
+      code: 'RENDER_TOO_LARGE',
+      details: { maxOutputBytes: 1024 },
+    })
+    // Without the option: the service's default, 1 MiB.
+    expect(() =>
+      renderLocally({ template: '{{a}}{{a}}', variables: [] }, { a: 'x'.repeat(600_000) }),
+    ).toThrow(expect.objectContaining({ code: 'RENDER_TOO_LARGE', details: { maxOutputBytes: 1024 * 1024 } }))
   })
 })

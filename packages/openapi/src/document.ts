@@ -62,7 +62,7 @@ export type HttpVerb = 'get' | 'post' | 'patch' | 'delete'
 export interface OpenApiDocument {
   openapi: '3.1.0'
   jsonSchemaDialect: string
-  info: { title: string; version: string; description: string }
+  info: { title: string; version: string; description: string; license: License }
   servers: {
     url: string
     description?: string
@@ -76,6 +76,23 @@ export interface OpenApiDocument {
     securitySchemes: Record<string, JsonSchema>
     headers: Record<string, { description: string; schema: JsonSchema }>
   }
+}
+
+/** OpenAPI 3.1's License Object: a name and an SPDX identifier (or a URL). */
+export interface License {
+  name: string
+  identifier?: string
+  url?: string
+}
+
+/**
+ * The project grants no licence yet (no LICENSE file, no `license` in its package.json files),
+ * so the document says what holds by default: all rights reserved. Replace it here, in one place,
+ * when the project picks a licence (docs/decisions.md, issue 31).
+ */
+export const DOCUMENT_LICENSE: License = {
+  name: 'Proprietary: all rights reserved (no licence granted yet)',
+  identifier: 'LicenseRef-Proprietary',
 }
 
 export interface DocumentOptions {
@@ -452,7 +469,12 @@ export function buildOpenApiDocument(options: DocumentOptions = {}): OpenApiDocu
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: DIALECT,
-    info: { title: 'Prompt service API', version: options.version ?? '1.0.0', description: INFO_DESCRIPTION },
+    info: {
+      title: 'Prompt service API',
+      version: options.version ?? '1.0.0',
+      description: INFO_DESCRIPTION,
+      license: DOCUMENT_LICENSE,
+    },
     servers: options.serverUrl
       ? [{ url: options.serverUrl }]
       : [

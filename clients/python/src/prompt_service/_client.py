@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._cache import TtlCache, stable_key
 from ._errors import PromptServiceError
-from ._template import Renderable, render
+from ._template import DEFAULT_MAX_OUTPUT_BYTES, Renderable, render
 from ._transport import RetryInfo, RetryOptions, Route, Transport, default_random, default_sleep
 
 __all__ = ["PromptClient", "RenderedPrompt", "RenderablePrompt", "FetchedPrompt", "FallbackTemplate", "Clock"]
@@ -100,8 +100,16 @@ class RenderablePrompt:
     source: str
     _renderable: Renderable = field(repr=False, compare=False)
 
+    @property
+    def references(self) -> bool:
+        """The version includes other prompts (``{{> slug}}``), which only the service resolves:
+        ``render`` refuses it (400 ``REFERENCES_NOT_LOCAL``) and the client's ``render_locally``
+        asks invoke instead (cached per variables, as invoke is)."""
+        return bool(self._renderable.references)
+
     def render(self, variables: Optional[Mapping[str, Any]] = None) -> RenderedPrompt:
-        """Renders with these values; raises ``PromptServiceError`` (400) as invoke would refuse them."""
+        """Renders with these values; raises ``PromptServiceError`` as invoke would refuse them
+        (400, or 422 ``RENDER_TOO_LARGE`` past the client's ``max_output_bytes``)."""
         values = dict(variables or {})
         out = self._renderable.render(values)
         data: Dict[str, Any] = {**out, "variables": values}
@@ -148,6 +156,8 @@ class PromptClient:
         cache_max_entries: least recently used entries go first (1000).
         fallback_templates: per prompt id (or slug, for ``invoke_by_slug``), a template (or ``FallbackTemplate``) rendered
             locally when the service is unavailable and nothing is cached.
+        max_output_bytes: the render service's ``RENDER_MAX_OUTPUT_BYTES`` (1 MiB, its default): a
+            local rendering past it is refused with 422 ``RENDER_TOO_LARGE``, as invoke would be.
         retries: a number of retries, or ``RetryOptions`` (3).
         timeout: seconds per attempt (10).
         on_retry: called before each retry with a ``RetryInfo``.
@@ -166,6 +176,7 @@ class PromptClient:
         max_stale: Optional[float] = None,
         cache_max_entries: int = 1000,
         fallback_templates: Optional[Mapping[str, Union[str, FallbackTemplate]]] = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         retries: Union[int, RetryOptions] = 3,
         timeout: float = 10.0,
         on_retry: Optional[Callable[[RetryInfo], None]] = None,
@@ -180,6 +191,8 @@ class PromptClient:
         self._access_token = access_token
         self._organization_id = organization_id
         self._stale_while_revalidate = stale_while_revalidate
+        # The service's RENDER_MAX_OUTPUT_BYTES: local renderings past it are refused as invoke's.
+        self._max_output_bytes = max_output_bytes
         self._on_background_error = on_background_error
         clock = clock or Clock()
         retry = RetryOptions(retries=retries) if isinstance(retries, int) else retries
@@ -323,7 +336,7 @@ class PromptClient:
             fallback = self._fallbacks.get(name)
             if fallback is None or not error.is_unavailable:
                 raise
-            text, missing = render(fallback.template, fallback.variables, values)
+            text, missing = render(fallback.template, fallback.variables, values, self._max_output_bytes)
             if missing:
                 raise PromptServiceError(
                     400,
@@ -385,6 +398,9 @@ class PromptClient:
         """Like ``invoke``, rendered here: one network call per prompt (and version or env) per
         TTL, whatever the variables."""
         renderable = self.get_renderable(prompt_id, version=version, env=env, organization_id=organization_id)
+        if renderable.references:
+            # A prompt that includes others renders at the service, which resolves the references.
+            return self.invoke(prompt_id, variables, version=version, env=env, organization_id=organization_id)
         return renderable.render(variables)
 
     def render_locally_by_slug(
@@ -398,6 +414,8 @@ class PromptClient:
     ) -> RenderedPrompt:
         """``render_locally`` by the prompt's slug."""
         renderable = self.get_renderable_by_slug(slug, version=version, env=env, organization_id=organization_id)
+        if renderable.references:
+            return self.invoke_by_slug(slug, variables, version=version, env=env, organization_id=organization_id)
         return renderable.render(variables)
 
     def _renderable(
@@ -419,7 +437,10 @@ class PromptClient:
             answer: Dict[str, Any] = self._transport.call(
                 route, params, {"version": version, "env": env, "organizationId": organization_id}
             )
-            return answer, Renderable(answer["template"], answer["variables"], answer.get("messages"))
+            local = Renderable(
+                answer["template"], answer["variables"], answer.get("messages"), max_output_bytes=self._max_output_bytes
+            )
+            return answer, local
 
         try:
             (value, renderable), source = self._cached(self._resolved, key, load, True)
@@ -429,7 +450,7 @@ class PromptClient:
                 raise
             # Without declared variables every placeholder is optional.
             declared = [dict(v) for v in fallback.variables or []]
-            local = Renderable(fallback.template, declared)
+            local = Renderable(fallback.template, declared, max_output_bytes=self._max_output_bytes)
             return RenderablePrompt(name, None, None, fallback.template, declared, None, None, "fallback", local)
         return RenderablePrompt(
             prompt_id=value["promptId"],

@@ -3,16 +3,23 @@
 ``{{ name }}`` placeholders (name = ``[A-Za-z_][A-Za-z0-9_.-]*``, whitespace allowed inside the
 braces; ``{{__proto__}}`` is text); anything else between braces is literal text. Values are
 inserted once, never expanded again. Strings as they are, ``None`` as "", other values as
-JavaScript writes them (``true``, ``3``, ``1.5``, ``{"a":1}``). Chat prompts: each message's
-content is such a template, and a placeholder message is replaced by the list of
-``{role, content}`` supplied under its name. The shared vectors in
-``packages/template/vectors/render.json`` hold both engines to the same answers.
+JavaScript writes them (``true``, ``3``, ``1.5``, ``{"a":1}``). Logic as in packages/template's
+logic.ts (DESIGN section 12): ``{{#if x}}…{{else}}…{{/if}}``, ``{{#unless x}}``,
+``{{#each list}}…{{else}}…{{/each}}`` with ``{{this}}``, ``{{this.field}}`` and ``{{@index}}``,
+Handlebars' truthiness; a template whose blocks do not parse renders flat (an old version).
+References to other prompts (``{{> slug}}``) are resolved by the service only: such a version
+is refused here (``REFERENCES_NOT_LOCAL``) and the client asks invoke instead. Chat prompts:
+each message's content is a flat template, and a placeholder message is replaced by the list of
+``{role, content}`` supplied under its name. The rendered text is capped as the service caps it
+(``RENDER_MAX_OUTPUT_BYTES``, 1 MiB by default: 422 ``RENDER_TOO_LARGE``). The shared vectors
+in ``packages/template/vectors/render.json`` hold both engines to the same answers.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -23,6 +30,10 @@ _SPACES = frozenset(
     "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(chr(c) for c in range(0x2000, 0x200B))
 )
 ROLES = ("system", "user", "assistant", "developer", "tool")
+#: The render service's default output cap (RENDER_MAX_OUTPUT_BYTES): 1 MiB of UTF-8.
+DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+#: Most template nodes evaluated in one rendering (loops in loops that write nothing), as the service.
+DEFAULT_MAX_STEPS = 2_000_000
 
 # A compiled template: the (literal before, name, placeholder as written) parts, and the tail.
 Compiled = Tuple[Tuple[Tuple[str, str, str], ...], str]
@@ -128,6 +139,29 @@ def format_value(value: Any) -> str:
     return _to_json(value)
 
 
+def utf8_length(text: str) -> int:
+    """Size in UTF-8, a lone surrogate (from a JSON escape) counting as 3 bytes as in the service."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_large(max_bytes: int) -> PromptServiceError:
+    return PromptServiceError(
+        422,
+        "RENDER_TOO_LARGE",
+        f"the rendered text would exceed {max_bytes} bytes",
+        details={"maxOutputBytes": max_bytes},
+    )
+
+
+def _too_many_steps(max_steps: int) -> PromptServiceError:
+    return PromptServiceError(
+        422,
+        "RENDER_TOO_LARGE",
+        f"the template takes more than {max_steps} steps to render",
+        details={"maxSteps": max_steps},
+    )
+
+
 def _declared(variables: Optional[Sequence[Mapping[str, Any]]]) -> Dict[str, Mapping[str, Any]]:
     declared: Dict[str, Mapping[str, Any]] = {}
     for variable in variables or []:
@@ -140,17 +174,365 @@ def _missing(declared: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any
     return [name for name, v in declared.items() if v.get("required", True) and name not in values]
 
 
-def _fill(compiled: Compiled, declared: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any]) -> str:
+def _text_of(name: str, declared: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any]) -> str:
+    """A placeholder's text at invoke: the value, else the declared default, else ""."""
+    if name in values:
+        return format_value(values[name])
+    default = declared.get(name, {}).get("defaultValue")
+    return default if isinstance(default, str) else ""
+
+
+def _fill(
+    compiled: Compiled, declared: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any], max_bytes: int
+) -> str:
     parts, tail = compiled
     out: List[str] = []
+    size = utf8_length(tail)
     for before, name, _raw in parts:
+        text = _text_of(name, declared, values)
+        size += utf8_length(before) + utf8_length(text)
+        if size > max_bytes:
+            # Counted before anything is joined, as the service does.
+            raise _too_large(max_bytes)
         out.append(before)
-        if name in values:
-            out.append(format_value(values[name]))
-        else:
-            default = declared.get(name, {}).get("defaultValue")
-            out.append(default if isinstance(default, str) else "")
+        out.append(text)
+    if size > max_bytes:
+        raise _too_large(max_bytes)
     out.append(tail)
+    return "".join(out)
+
+
+# ---- logic: a port of packages/template/src/logic.ts
+
+_BLOCKS = ("if", "unless", "each")
+_SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_SELECTOR_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_VERSION = re.compile(r"^v[1-9][0-9]{0,9}$")
+_VERSION_MAX = 1_000_000_000
+
+# A node is a tuple whose first item is its kind:
+#   ("text", text) ("var", name) ("item", path) ("index",) ("include", key)
+#   ("if", negate, ref, body, otherwise) ("each", ref, body, otherwise)
+# and a block's operand (ref) is ("var", name) | ("item", path) | ("index",).
+Node = Tuple[Any, ...]
+
+
+class TemplateSyntaxError(ValueError):
+    """The template's blocks do not parse (the service refuses such a draft; an old version renders flat)."""
+
+
+def _scan_name(s: str, i: int) -> int:
+    if i >= len(s) or not _name_start(s[i]):
+        return -1
+    i += 1
+    while i < len(s) and _name_char(s[i]):
+        i += 1
+    return i
+
+
+def _skip_space(s: str, i: int) -> int:
+    while i < len(s) and s[i] in _SPACES:
+        i += 1
+    return i
+
+
+def _read_operand(s: str, i: int) -> str:
+    if s.startswith("@index", i) and not (i + 6 < len(s) and _name_char(s[i + 6])):
+        return "@index"
+    end = _scan_name(s, i)
+    return "" if end == -1 else s[i:end]
+
+
+def _operand(word: str, each_depth: int) -> Node:
+    if word == "@index":
+        if each_depth == 0:
+            raise TemplateSyntaxError("{{@index}} is only defined inside {{#each}}")
+        return ("index",)
+    if each_depth > 0 and (word == "this" or word.startswith("this.")):
+        path = tuple() if word == "this" else tuple(word[5:].split("."))
+        if any(p == "" for p in path):
+            raise TemplateSyntaxError(f"bad field path {word}")
+        return ("item", path)
+    return ("var", word)
+
+
+class _Frame:
+    def __init__(self, kind: str, test: Node) -> None:
+        self.kind = kind
+        self.test = test
+        self.yes: List[Node] = []
+        self.otherwise: List[Node] = []
+        self.in_else = False
+
+
+def compile_logic(source: str) -> Optional[Tuple[List[Node], List[str]]]:
+    """Parses blocks and references: ``(nodes, reference keys)``, or None for a template
+    without either (it renders flat). Raises TemplateSyntaxError."""
+    root: List[Node] = []
+    stack: List[_Frame] = []
+    includes: List[str] = []
+    logic = False
+    literal_start = 0
+
+    def out() -> List[Node]:
+        if not stack:
+            return root
+        top = stack[-1]
+        return top.otherwise if top.in_else else top.yes
+
+    def each_depth() -> int:
+        return sum(1 for f in stack if f.kind == "each")
+
+    def flush(end: int) -> None:
+        if end > literal_start:
+            out().append(("text", source[literal_start:end]))
+
+    start = source.find("{{")
+    while start != -1:
+        i = _skip_space(source, start + 2)
+        c = source[i : i + 1]
+        if c == "#":
+            kw_end = _scan_name(source, i + 1)
+            kw = "" if kw_end == -1 else source[i + 1 : kw_end]
+            if kw not in _BLOCKS:
+                raise TemplateSyntaxError(f"unknown block {{{{#{kw}}}}}")
+            j = _skip_space(source, kw_end)
+            word = _read_operand(source, j)
+            if not word:
+                raise TemplateSyntaxError(f"{{{{#{kw}}}}} needs a variable name")
+            j = _skip_space(source, j + len(word))
+            if source[j : j + 2] != "}}":
+                raise TemplateSyntaxError(f"{{{{#{kw} {word}}}}} is not closed by }}}}")
+            test = _operand(word, each_depth())
+            if kw == "each" and test[0] == "index":
+                raise TemplateSyntaxError("{{#each}} needs a list, not @index")
+            flush(start)
+            stack.append(_Frame(kw, test))
+            logic = True
+            literal_start = j + 2
+            start = source.find("{{", literal_start)
+            continue
+        if c == "/":
+            kw_end = _scan_name(source, i + 1)
+            kw = "" if kw_end == -1 else source[i + 1 : kw_end]
+            j = i + 1 if kw_end == -1 else _skip_space(source, kw_end)
+            if source[j : j + 2] != "}}" or kw not in _BLOCKS:
+                raise TemplateSyntaxError(f"unknown closing tag {{{{/{kw}}}}}")
+            if not stack:
+                raise TemplateSyntaxError(f"{{{{/{kw}}}}} closes no open block")
+            if stack[-1].kind != kw:
+                raise TemplateSyntaxError(f"{{{{/{kw}}}}} closes {{{{#{stack[-1].kind}}}}}")
+            flush(start)
+            frame = stack.pop()
+            node: Node = (
+                ("each", frame.test, frame.yes, frame.otherwise)
+                if frame.kind == "each"
+                else ("if", frame.kind == "unless", frame.test, frame.yes, frame.otherwise)
+            )
+            out().append(node)
+            literal_start = j + 2
+            start = source.find("{{", literal_start)
+            continue
+        if c == ">":
+            j = _skip_space(source, i + 1)
+            slug_start = j
+            while j < len(source) and source[j] in _SLUG_CHARS:
+                j += 1
+            slug = source[slug_start:j]
+            key = slug
+            if source[j : j + 1] == "@":
+                j += 1
+                sel_start = j
+                while j < len(source) and source[j] in _SELECTOR_CHARS:
+                    j += 1
+                sel = source[sel_start:j]
+                if not (
+                    sel in ("preview", "production")
+                    or (_VERSION.match(sel) is not None and int(sel[1:]) <= _VERSION_MAX)
+                ):
+                    raise TemplateSyntaxError(f"bad reference selector @{sel}")
+                key = f"{slug}@{sel}"
+            j = _skip_space(source, j)
+            if not _SLUG.match(slug) or len(slug) > 100 or source[j : j + 2] != "}}":
+                raise TemplateSyntaxError("bad reference: use {{> slug}}, {{> slug@production}} or {{> slug@v3}}")
+            flush(start)
+            if key not in includes:
+                includes.append(key)
+            out().append(("include", key))
+            logic = True
+            literal_start = j + 2
+            start = source.find("{{", literal_start)
+            continue
+        if c == "@":
+            word = _read_operand(source, i)
+            j = _skip_space(source, i + len(word))
+            if word == "@index" and source[j : j + 2] == "}}":
+                _operand(word, each_depth())
+                flush(start)
+                out().append(("index",))
+                logic = True
+                literal_start = j + 2
+                start = source.find("{{", literal_start)
+                continue
+        name_end = _scan_name(source, i)
+        if name_end != -1:
+            name = source[i:name_end]
+            j = _skip_space(source, name_end)
+            if name != "__proto__" and source[j : j + 2] == "}}":
+                if name == "else":
+                    if not stack:
+                        raise TemplateSyntaxError("{{else}} outside a block")
+                    if stack[-1].in_else:
+                        raise TemplateSyntaxError(f"a second {{{{else}}}} in {{{{#{stack[-1].kind}}}}}")
+                    flush(start)
+                    stack[-1].in_else = True
+                    logic = True
+                    literal_start = j + 2
+                    start = source.find("{{", literal_start)
+                    continue
+                ref = _operand(name, each_depth())
+                flush(start)
+                if ref[0] == "item":
+                    out().append(ref)
+                    logic = True
+                else:
+                    out().append(("var", name))
+                literal_start = j + 2
+                start = source.find("{{", literal_start)
+                continue
+        # Not a tag: literal text. One character on, as the flat scanner.
+        start = source.find("{{", start + 1)
+    if stack:
+        raise TemplateSyntaxError(f"{{{{#{stack[-1].kind}}}}} is never closed")
+    if not logic:
+        return None
+    flush(len(source))
+    return root, includes
+
+
+def truthy(value: Any) -> bool:
+    """Handlebars' truthiness: false, null, missing, "", 0, NaN and [] are false; {} is true."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, (list, tuple)):
+        return len(value) > 0
+    if isinstance(value, Mapping):
+        return True
+    if isinstance(value, float):
+        return value != 0 and not math.isnan(value)
+    if isinstance(value, (int, str)):
+        return bool(value)
+    return True
+
+
+def _field(value: Any, key: str) -> Any:
+    """An own property of a JSON value, as JavaScript's ``Object.hasOwn`` sees it (else _ABSENT)."""
+    if isinstance(value, Mapping):
+        return value[key] if key in value else _ABSENT
+    if isinstance(value, (list, tuple)):
+        if key == "length":
+            return len(value)
+        if key.isdigit() and (key == "0" or not key.startswith("0")) and int(key) < len(value):
+            return value[int(key)]
+    return _ABSENT
+
+
+_ABSENT = object()
+
+
+def _not_a_list(ref: Node) -> PromptServiceError:
+    if ref[0] == "var":
+        name, path = ref[1], f"/body/variables/{ref[1]}"
+    else:
+        name, path = ".".join(("this",) + tuple(ref[1])) if ref[0] == "item" else "@index", "/body/variables"
+    return PromptServiceError(
+        400,
+        "VALIDATION_ERROR",
+        f"{{{{#each {name}}}}} needs a list",
+        details=[{"path": path, "message": f"{name} must be an array"}],
+    )
+
+
+def _render_logic(
+    nodes: List[Node],
+    declared: Mapping[str, Mapping[str, Any]],
+    values: Mapping[str, Any],
+    max_bytes: int,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> str:
+    out: List[str] = []
+    size = 0
+    steps = 0
+    scopes: List[Tuple[Any, int]] = []
+
+    def append(text: str) -> None:
+        nonlocal size
+        size += utf8_length(text)
+        if size > max_bytes:
+            raise _too_large(max_bytes)
+        out.append(text)
+
+    def root(name: str) -> Any:
+        if name in values:
+            return values[name]
+        default = declared.get(name, {}).get("defaultValue")
+        return default if default is not None else _ABSENT
+
+    def item(path: Sequence[str]) -> Any:
+        value: Any = scopes[-1][0] if scopes else _ABSENT
+        for key in path:
+            value = _field(value, key)
+            if value is _ABSENT:
+                return _ABSENT
+        return value
+
+    def ref_value(ref: Node) -> Any:
+        if ref[0] == "var":
+            return root(ref[1])
+        if ref[0] == "item":
+            return item(ref[1])
+        return scopes[-1][1] if scopes else _ABSENT
+
+    def walk(children: List[Node]) -> None:
+        nonlocal steps
+        for node in children:
+            steps += 1
+            if steps > max_steps:
+                raise _too_many_steps(max_steps)
+            kind = node[0]
+            if kind == "text":
+                append(node[1])
+            elif kind in ("var", "item"):
+                value = root(node[1]) if kind == "var" else item(node[1])
+                if value is not _ABSENT:
+                    append(format_value(value))
+            elif kind == "index":
+                append(str(scopes[-1][1]) if scopes else "")
+            elif kind == "if":
+                value = ref_value(node[2])
+                yes = (value is not _ABSENT and truthy(value)) != node[1]
+                walk(node[3] if yes else node[4])
+            elif kind == "each":
+                listed = ref_value(node[1])
+                if listed is _ABSENT or listed is None or listed is False:
+                    walk(node[3])
+                    continue
+                if not isinstance(listed, (list, tuple)):
+                    raise _not_a_list(node[1])
+                if not listed:
+                    walk(node[3])
+                    continue
+                for index, entry in enumerate(listed):
+                    steps += 1
+                    if steps > max_steps:
+                        raise _too_many_steps(max_steps)
+                    scopes.append((entry, index))
+                    walk(node[2])
+                    scopes.pop()
+            # "include" never reaches here: such a version is refused before rendering.
+
+    walk(nodes)
     return "".join(out)
 
 
@@ -158,15 +540,17 @@ def render(
     template: str,
     variables: Optional[Sequence[Mapping[str, Any]]],
     values: Mapping[str, Any],
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
 ) -> Tuple[str, List[str]]:
     """Renders like the service's ``invoke``: answers the text and the missing required names.
 
     Without declared ``variables`` every placeholder is optional (rendered as "" when absent);
     declared ones are required unless they say ``"required": False``, and may carry a
-    ``defaultValue``.
+    ``defaultValue``. Raises ``PromptServiceError`` as invoke refuses (RENDER_TOO_LARGE, an
+    ``#each`` over a value that is not a list, REFERENCES_NOT_LOCAL).
     """
-    declared = _declared(variables)
-    return _fill(compile_template(template), declared, values), _missing(declared, values)
+    local = Renderable(template, variables, max_output_bytes=max_output_bytes)
+    return local.text(values), _missing(local._declared, values)  # noqa: SLF001 - same module
 
 
 def _message_list(value: Any) -> Optional[List[Dict[str, str]]]:
@@ -192,33 +576,68 @@ class Renderable:
         template: str,
         variables: Optional[Sequence[Mapping[str, Any]]],
         messages: Optional[Sequence[Mapping[str, Any]]] = None,
+        *,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         self._declared = _declared(variables)
+        self._max = max_output_bytes
         self._chat: Optional[List[Union[Tuple[str, Compiled], str]]] = None
+        self._logic: Optional[List[Node]] = None
+        #: The reference keys (``slug``, ``slug@production``) of a version that includes other prompts.
+        self.references: List[str] = []
         if messages is not None:
             # A message is (role, compiled content); a placeholder is its name.
             self._chat = [
                 str(m["name"]) if m.get("type") == "placeholder" else (str(m["role"]), compile_template(str(m["content"])))
                 for m in messages
             ]
+        else:
+            try:
+                parsed = compile_logic(template)
+            except TemplateSyntaxError:
+                parsed = None  # an old version whose blocks do not parse renders flat, as before
+            if parsed is not None:
+                self._logic, self.references = parsed
         self._compiled = compile_template(template)
 
-    def render(self, values: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-        """``{"renderedContent", "renderedMessages"?}``; raises ``PromptServiceError`` (400)
-        ``MISSING_REQUIRED_VARIABLES`` or ``VALIDATION_ERROR`` as invoke would."""
-        values = values or {}
-        missing = _missing(self._declared, values)
-        if missing:
+    def text(self, values: Mapping[str, Any]) -> str:
+        """A text prompt's rendering, without the required-variable check."""
+        if self.references:
             raise PromptServiceError(
-                400, "MISSING_REQUIRED_VARIABLES", f"missing required variables: {', '.join(missing)}", details=missing
+                400,
+                "REFERENCES_NOT_LOCAL",
+                "this version includes other prompts ({{> slug}}), which the service resolves: "
+                "render it with invoke (the client's render_locally does so by itself)",
+                details=list(self.references),
             )
+        if self._logic is not None:
+            return _render_logic(self._logic, self._declared, values, self._max)
+        return _fill(self._compiled, self._declared, values, self._max)
+
+    def render(self, values: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """``{"renderedContent", "renderedMessages"?}``; raises ``PromptServiceError`` as invoke
+        would: 400 ``MISSING_REQUIRED_VARIABLES`` or ``VALIDATION_ERROR``, 422
+        ``RENDER_TOO_LARGE``. A rendering error comes before the missing variables, as there."""
+        values = values or {}
         if self._chat is None:
-            return {"renderedContent": _fill(self._compiled, self._declared, values)}
+            content = self.text(values)
+            self._refuse_missing(values)
+            return {"renderedContent": content}
         messages: List[Dict[str, str]] = []
         invalid: List[str] = []
+        size = 0
+
+        def grow(entry: Dict[str, str]) -> None:
+            nonlocal size
+            # "[role]\n" + content, and "\n\n" between blocks: the size of renderedContent.
+            size += utf8_length(entry["role"]) + utf8_length(entry["content"]) + 3 + (2 if messages else 0)
+            if size > self._max:
+                raise _too_large(self._max)
+            messages.append(entry)
+
         for entry in self._chat:
             if isinstance(entry, tuple):
-                messages.append({"role": entry[0], "content": _fill(entry[1], self._declared, values)})
+                grow({"role": entry[0], "content": _fill(entry[1], self._declared, values, self._max)})
                 continue
             if entry not in values:
                 continue
@@ -227,7 +646,9 @@ class Renderable:
                 if entry not in invalid:
                     invalid.append(entry)
                 continue
-            messages.extend(listed)
+            for message in listed:
+                grow(message)
+        self._refuse_missing(values)
         if invalid:
             raise PromptServiceError(
                 400,
@@ -243,3 +664,10 @@ class Renderable:
             )
         content = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
         return {"renderedContent": content, "renderedMessages": messages}
+
+    def _refuse_missing(self, values: Mapping[str, Any]) -> None:
+        missing = _missing(self._declared, values)
+        if missing:
+            raise PromptServiceError(
+                400, "MISSING_REQUIRED_VARIABLES", f"missing required variables: {', '.join(missing)}", details=missing
+            )

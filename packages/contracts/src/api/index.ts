@@ -12,5 +12,6 @@ export const API_SCHEMAS: TSchema[] = [
   prompts.OrganizationBody,
   prompts.PublicInvokeRequest,
   meta.HealthStatus,
+  meta.HttpClientError,
   meta.OpenApiDocumentBody,
 ]

@@ -10,6 +10,21 @@ export const HealthStatus = Type.Object(
 )
 export type HealthStatus = Static<typeof HealthStatus>
 
+/**
+ * What the HTTP server answers, before any route runs, to a request it cannot read (a
+ * malformed request line or header: 400; headers past the size limit: 431). Every route can get
+ * it, the health probes included; it is not the `{error}` envelope of the service's own refusals.
+ */
+export const HttpClientError = Type.Object(
+  {
+    statusCode: Type.Integer({ minimum: 400, maximum: 499, examples: [400] }),
+    error: Type.String({ examples: ['Bad Request'] }),
+    message: Type.String({ examples: ['Client Error'] }),
+  },
+  { $id: 'HttpClientError' },
+)
+export type HttpClientError = Static<typeof HttpClientError>
+
 /** The OpenAPI document itself, as `GET /api/v1/openapi.json` serves it (no envelope). */
 export const OpenApiDocumentBody = Type.Object(
   {

@@ -1,5 +1,17 @@
-import { HealthStatus, OpenApiDocumentBody } from '../api/index.ts'
+import { HealthStatus, HttpClientError, OpenApiDocumentBody } from '../api/index.ts'
 import type { RouteSpec } from './spec.ts'
+
+/**
+ * The probes' only refusal: the HTTP server's, for a request it cannot read (they need no
+ * credential, no HTTPS and take no input).
+ */
+const UNREADABLE_REQUEST = {
+  400: {
+    description:
+      'The HTTP server could not read the request (malformed request line or headers; 431 for headers too large)',
+    schema: HttpClientError,
+  },
+} as const
 
 /** Routes the gateway answers itself: this document, its page, health. */
 export const META_ROUTES = {
@@ -37,6 +49,7 @@ export const META_ROUTES = {
     response: HealthStatus,
     envelope: false,
     gateway: true,
+    otherResponses: UNREADABLE_REQUEST,
   },
   getReadiness: {
     method: 'GET',
@@ -48,6 +61,9 @@ export const META_ROUTES = {
     response: HealthStatus,
     envelope: false,
     gateway: true,
-    otherResponses: { 503: { description: 'An upstream is not ready', schema: HealthStatus } },
+    otherResponses: {
+      ...UNREADABLE_REQUEST,
+      503: { description: 'An upstream is not ready', schema: HealthStatus },
+    },
   },
 } as const satisfies Record<string, RouteSpec>
