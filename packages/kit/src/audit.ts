@@ -118,7 +118,9 @@ export const AUDIT_OUTBOX_SCHEMA = [
 /** Inserts entries; call it inside the transaction of the change they record. */
 export function insertAuditOutbox(db: DatabaseSync, entries: readonly AuditEntry[]): void {
   if (entries.length === 0) return
-  const insert = db.prepare('INSERT INTO audit_outbox (id, payload, created_at, sent_at) VALUES (?, ?, ?, NULL)')
+  const insert = db.prepare(
+    'INSERT INTO audit_outbox (id, payload, created_at, sent_at) VALUES (?, ?, ?, NULL)',
+  )
   for (const e of entries) insert.run(e.id, JSON.stringify(e), e.at)
 }
 
@@ -139,7 +141,8 @@ export function sqliteAuditOutbox(db: () => DatabaseSync): AuditOutbox {
     },
     async pruneAuditOutbox(before) {
       return Number(
-        db().prepare('DELETE FROM audit_outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before).changes,
+        db().prepare('DELETE FROM audit_outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
+          .changes,
       )
     },
   }
