@@ -1,4 +1,11 @@
-import { auditRelaySettings, busSettings, commonSettings, loadConfig, secretsSettings, storeSettings } from '@pm/kit'
+import {
+  auditRelaySettings,
+  busSettings,
+  commonSettings,
+  loadConfig,
+  secretsSettings,
+  storeSettings,
+} from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
 export const WebhooksConfigSchema = Type.Object({

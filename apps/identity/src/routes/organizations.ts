@@ -106,7 +106,12 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.removeMember, async (request) => {
     const id = requireScope(request, request.params.id, 'organization:write')
-    const member = await identity.removeMember(id, actorOf(request), request.params.userId, auditContextOf(request))
+    const member = await identity.removeMember(
+      id,
+      actorOf(request),
+      request.params.userId,
+      auditContextOf(request),
+    )
     request.log.info({ organizationId: id, userId: member.userId }, 'member removed')
     return member
   })
@@ -119,7 +124,12 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.createApiKey, async (request, reply) => {
     const userId = requireAdmin(request, request.params.id)
-    const created = await identity.createApiKey(request.params.id, userId, request.body, auditContextOf(request))
+    const created = await identity.createApiKey(
+      request.params.id,
+      userId,
+      request.body,
+      auditContextOf(request),
+    )
     request.log.info({ apiKeyId: created.apiKey._id, scopes: created.apiKey.scopes }, 'api key created')
     reply.code(201)
     return created

@@ -147,7 +147,13 @@ export class IdentityService {
   /** Revokes a key and tells every gateway replica to drop it now (its cache would keep it a while). */
   async revokeApiKey(organizationId: string, keyId: string, audit?: AuditContext): Promise<ApiKey> {
     // Built before the transaction (naming the actor may read the store); summarised from the key.
-    const [template] = await this.entries(audit, organizationId, 'apiKey.revoked', { type: 'apiKey', id: keyId }, '')
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'apiKey.revoked',
+      { type: 'apiKey', id: keyId },
+      '',
+    )
     let audited = false
     const key = await this.store.revokeApiKey(
       organizationId,
@@ -348,7 +354,13 @@ export class IdentityService {
     if (!mayChangeRole(actor, current.role, change.role ?? current.role)) {
       throw new AppError('FORBIDDEN', 'only an OWNER may change an OWNER')
     }
-    const [template] = await this.entries(audit, organizationId, 'member.updated', { type: 'member', id: userId }, '')
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'member.updated',
+      { type: 'member', id: userId },
+      '',
+    )
     const who = (await this.store.findUserById(userId))?.email ?? userId
     let audited = false
     const result = await this.store.changeMembership(
@@ -360,7 +372,8 @@ export class IdentityService {
             // Built from the membership as the transaction saw it; a change to nothing is no change.
             const said: string[] = []
             if (after && after.role !== before.role) said.push(`role ${before.role} → ${after.role}`)
-            if (after && after.status !== before.status) said.push(`status ${before.status} → ${after.status}`)
+            if (after && after.status !== before.status)
+              said.push(`status ${before.status} → ${after.status}`)
             if (said.length === 0) return []
             audited = true
             return [{ ...template, summary: `changed ${who}: ${said.join(', ')}`.slice(0, 500) }]
@@ -371,13 +384,24 @@ export class IdentityService {
     return this.memberOutcome(result)
   }
 
-  async removeMember(organizationId: string, actor: Actor, userId: string, audit?: AuditContext): Promise<Member> {
+  async removeMember(
+    organizationId: string,
+    actor: Actor,
+    userId: string,
+    audit?: AuditContext,
+  ): Promise<Member> {
     const current = await this.store.getMembership(organizationId, userId)
     if (!current) throw new AppError('NOT_FOUND', 'member not found')
     if (!mayChangeRole(actor, current.role, null)) {
       throw new AppError('FORBIDDEN', 'only an OWNER may remove an OWNER')
     }
-    const [template] = await this.entries(audit, organizationId, 'member.removed', { type: 'member', id: userId }, '')
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'member.removed',
+      { type: 'member', id: userId },
+      '',
+    )
     const who = (await this.store.findUserById(userId))?.email ?? userId
     let audited = false
     const result = await this.store.changeMembership(

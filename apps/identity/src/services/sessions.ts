@@ -34,7 +34,12 @@ export class Sessions {
   private readonly ttlSeconds: number
   private readonly onAudit: () => void
 
-  constructor(store: IdentityStore, tokens: TokenIssuer, refreshTtlSeconds: number, onAudit: () => void = () => {}) {
+  constructor(
+    store: IdentityStore,
+    tokens: TokenIssuer,
+    refreshTtlSeconds: number,
+    onAudit: () => void = () => {},
+  ) {
     this.store = store
     this.tokens = tokens
     this.ttlSeconds = refreshTtlSeconds
@@ -45,7 +50,11 @@ export class Sessions {
    * A new session (a new refresh-token family) for a user who just proved who they are; `audit`
    * (the sign-in's entries) is written with its refresh token, in one transaction.
    */
-  async start(user: UserRecord, organizationId: string | null, audit: AuditEntry[] = []): Promise<SessionTokens> {
+  async start(
+    user: UserRecord,
+    organizationId: string | null,
+    audit: AuditEntry[] = [],
+  ): Promise<SessionTokens> {
     const session = await this.issue(user, organizationId, newId(), audit)
     if (audit.length > 0) this.onAudit()
     return session
@@ -118,15 +127,15 @@ export class Sessions {
     const now = Date.now()
     await this.store.createRefreshToken(
       {
-      _id: newId(),
-      familyId,
-      userId: user._id,
-      organizationId,
-      hash: hashRefreshToken(refreshToken),
-      createdAt: new Date(now).toISOString(),
-      expiresAt: new Date(now + this.ttlSeconds * 1000).toISOString(),
-      usedAt: null,
-      revokedAt: null,
+        _id: newId(),
+        familyId,
+        userId: user._id,
+        organizationId,
+        hash: hashRefreshToken(refreshToken),
+        createdAt: new Date(now).toISOString(),
+        expiresAt: new Date(now + this.ttlSeconds * 1000).toISOString(),
+        usedAt: null,
+        revokedAt: null,
       },
       audit,
     )

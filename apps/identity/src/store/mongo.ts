@@ -1,5 +1,11 @@
 import type { AuditEntry } from '@pm/contracts'
-import { dropReplacedIndex, isDuplicateKey, MongoAuditOutbox, mongoTransaction, TRANSACTION_OPTIONS } from '@pm/kit'
+import {
+  dropReplacedIndex,
+  isDuplicateKey,
+  MongoAuditOutbox,
+  mongoTransaction,
+  TRANSACTION_OPTIONS,
+} from '@pm/kit'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import {
   type ApiKeyRecord,
@@ -120,7 +126,11 @@ export class MongoIdentityStore implements IdentityStore {
     return this.users.findOne({ _id: id })
   }
 
-  async createOrganization(org: OrganizationRecord, owner: MembershipRecord, audit: AuditEntry[] = []): Promise<void> {
+  async createOrganization(
+    org: OrganizationRecord,
+    owner: MembershipRecord,
+    audit: AuditEntry[] = [],
+  ): Promise<void> {
     const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       await session.withTransaction(async () => {

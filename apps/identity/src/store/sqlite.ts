@@ -207,7 +207,11 @@ export class SqliteIdentityStore implements IdentityStore {
     return r ? toUser(r) : null
   }
 
-  async createOrganization(org: OrganizationRecord, owner: MembershipRecord, audit: AuditEntry[] = []): Promise<void> {
+  async createOrganization(
+    org: OrganizationRecord,
+    owner: MembershipRecord,
+    audit: AuditEntry[] = [],
+  ): Promise<void> {
     try {
       transaction(this.db, () => {
         this.db

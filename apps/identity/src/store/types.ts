@@ -1,4 +1,11 @@
-import type { AuditEntry, EnvironmentName, MembershipStatus, RateLimitSetting, Role, Scope } from '@pm/contracts'
+import type {
+  AuditEntry,
+  EnvironmentName,
+  MembershipStatus,
+  RateLimitSetting,
+  Role,
+  Scope,
+} from '@pm/contracts'
 import type { AuditOutbox } from '@pm/kit'
 
 export interface UserRecord {
