@@ -73,7 +73,8 @@ export type AuditEntry = Static<typeof AuditEntry>
 const AUDIT_FILTERS = {
   /** An actor's id (user or API key). */
   actor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
-  action: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z][a-z0-9_.-]*$' })),
+  /** One of AUDIT_ACTIONS (exact match; an unknown one matches nothing). */
+  action: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z][a-zA-Z0-9_.-]*$' })),
   resourceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
   from: Type.Optional(Timestamp),
   to: Type.Optional(Timestamp),
