@@ -47,7 +47,11 @@ describe('version.published survives a crash of the prompts process', () => {
   }
 
   beforeAll(async () => {
-    stack = await startStack({ OUTBOX_RELAY_DELAY_MS: String(RELAY_DELAY_MS) })
+    stack = await startStack({
+      OUTBOX_RELAY_DELAY_MS: String(RELAY_DELAY_MS),
+      // A durable consumer of its own: another stack on the same NATS must not take this one's entries.
+      AUDIT_CONSUMER: `prompts-audit-e2e-${newId()}`,
+    })
     admin = await login(stack.gateway)
     user = caller(stack.gateway, admin.token)
     tap = await tapEvents()
@@ -229,6 +233,56 @@ describe('version.published survives a crash of the prompts process', () => {
     expect(again.entries).toHaveLength(1)
     expect(again.entries[0]?.actor.type).toBe('user')
   }, 60_000)
+
+  it("records identity's and webhooks' changes too, naming the actor, and nothing for a refused request (issue 29)", async () => {
+    const org = admin.organizationId
+    const members = data<{ members: { userId: string; name: string }[] }>(
+      await user('GET', `/api/v1/organizations/${org}/members`),
+    )
+    const adminName = members.members.find((m) => m.userId === admin.userId)?.name
+    expect(adminName).toBeTruthy()
+    // Refused by validation at identity and at webhooks: no entry.
+    expect(
+      (await user('POST', `/api/v1/organizations/${org}/api-keys`, { name: '', scopes: ['nope'] })).status,
+    ).toBe(400)
+    const created = data<{ key: string; apiKey: { _id: string } }>(
+      await user('POST', `/api/v1/organizations/${org}/api-keys`, {
+        name: 'Deploy key',
+        scopes: ['organization:write'],
+      }),
+      201,
+    )
+    const asKey = caller(stack.gateway, created.key)
+    expect(
+      (await asKey('POST', `/api/v1/organizations/${org}/webhooks`, { url: 'ftp://example.com' })).status,
+    ).toBe(400)
+    const hook = data<{ webhook: { _id: string } }>(
+      await asKey('POST', `/api/v1/organizations/${org}/webhooks`, { url: 'http://127.0.0.1:9/audited' }),
+      201,
+    )
+
+    type Log = { entries: { action: string; actor: { type: string; id: string; name: string } }[] }
+    const log = (query: string) => user('GET', `/api/v1/organizations/${org}/audit-log?${query}`)
+    await vi.waitFor(
+      async () => {
+        expect(data<Log>(await log('action=apiKey.created')).entries).toHaveLength(1)
+        expect(data<Log>(await log('action=webhook.created')).entries).toHaveLength(1)
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+    // Relayed over JetStream from identity and webhooks; exactly one each (the refused ones left none).
+    const keyEntries = data<Log>(await log('action=apiKey.created')).entries
+    expect(keyEntries).toEqual([
+      expect.objectContaining({ actor: { type: 'user', id: admin.userId, name: adminName } }),
+    ])
+    expect(data<Log>(await log(`action=webhook.created&resourceId=${hook.webhook._id}`)).entries).toEqual([
+      expect.objectContaining({ actor: { type: 'apiKey', id: created.apiKey._id, name: 'Deploy key' } }),
+    ])
+    // The admin's sign-in (beforeAll) is there too, under the admin's name.
+    const signIns = data<Log>(await log(`action=user.signed_in&actor=${admin.userId}`)).entries
+    expect(signIns.length).toBeGreaterThanOrEqual(1)
+    expect(signIns[0]?.actor.name).toBe(adminName)
+  }, 40_000)
 
   it('does not deliver twice when the crash comes after the send but before it is marked sent', async () => {
     const prompt = data<Prompt>(

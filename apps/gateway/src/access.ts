@@ -7,6 +7,11 @@ export type Credential =
   | { kind: 'apiKey'; key: ResolvedApiKey }
   | { kind: 'user'; userId: string; org: string | undefined }
 
+export interface ActiveMember {
+  role: Role
+  name?: string
+}
+
 /** The request fields access depends on: `organizationId` and the fork target. */
 export interface AccessFields {
   /** `organizationId` from the query string, as parsed (an array when repeated). */
@@ -17,8 +22,11 @@ export interface AccessFields {
 
 /** What access needs from outside: membership lookups, and the API key's rate limit. */
 export interface AccessPorts {
-  /** The user's role in an organization when the membership is ACTIVE, else null. */
-  activeRole(organizationId: string, userId: string): Promise<Role | null>
+  /**
+   * The user's role in an organization when the membership is ACTIVE, else null; with the
+   * user's name (display name or email), which names the actor in the audit log.
+   */
+  activeMember(organizationId: string, userId: string): Promise<ActiveMember | null>
   /**
    * Takes a point from the key's rate limit (throws RATE_LIMITED): after the credential kind
    * and scope are checked, before the workspace is.
@@ -62,6 +70,7 @@ export async function resolveCaller(
       caller.apiKeyId = key._id
       caller.scopes = key.scopes
       caller.organizationId = key.organizationId
+      if (key.name) caller.actorName = key.name
       if (policy.org === 'path' && params.id !== key.organizationId)
         throw new AppError('NOT_FOUND', 'organization not found')
       if (policy.org === 'context') {
@@ -83,8 +92,10 @@ export async function resolveCaller(
         }
       }
       if (organizationId) {
-        const role = await ports.activeRole(organizationId, credential.userId)
-        if (!role) throw new AppError('NOT_FOUND', 'organization not found')
+        const member = await ports.activeMember(organizationId, credential.userId)
+        if (!member) throw new AppError('NOT_FOUND', 'organization not found')
+        const { role } = member
+        if (member.name) caller.actorName = member.name
         caller.organizationId = organizationId
         caller.role = role
         caller.scopes = scopesForRole(role)
@@ -99,8 +110,8 @@ export async function resolveCaller(
       bodyId(fields, policy.target) ??
       (policy.target === 'targetOrganizationId' ? caller.organizationId : undefined)
     if (target && caller.userId) {
-      const role = await ports.activeRole(target, caller.userId)
-      if (!role)
+      const member = await ports.activeMember(target, caller.userId)
+      if (!member)
         throw new AppError(
           'MEMBERSHIP_REQUIRED',
           'an ACTIVE membership in the target organization is required',

@@ -227,7 +227,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         body: request.peekedBody,
       },
       {
-        activeRole: (organizationId, userId) => auth.activeRole(organizationId, userId, request.id),
+        activeMember: (organizationId, userId) => auth.activeMember(organizationId, userId, request.id),
         limitApiKey: (key) => limits.apiKey(request, key),
       },
       request.id,

@@ -116,17 +116,21 @@ export class Authenticator {
     }
   }
 
-  /** The user's ACTIVE role in the organization, or null. */
-  async activeRole(organizationId: string, userId: string, requestId: string): Promise<Role | null> {
+  /** The user's ACTIVE role in the organization (with the user's name), or null. */
+  async activeMember(
+    organizationId: string,
+    userId: string,
+    requestId: string,
+  ): Promise<{ role: Role; name?: string } | null> {
     const cacheKey = `${organizationId}:${userId}`
     const cached = this.memberships.get(cacheKey)
-    if (cached) return cached.role
+    if (cached) return cached
     // Only ACTIVE answers are cached (and dropped by the membership broadcast): a refusal is
     // asked again, so a member who was just added is let in on the very next request.
     const m = await this.identity.membership(organizationId, userId, requestId)
     if (m?.status !== 'ACTIVE') return null
     this.memberships.set(cacheKey, m)
-    return m.role
+    return m
   }
 
   /** Called when identity changes or ends a membership: the next request asks again. */

@@ -13,6 +13,8 @@ import { Pool } from 'undici'
 export interface MembershipInfo {
   role: Role
   status: MembershipStatus
+  /** The user's display name (else the email): names the actor in the audit log. */
+  name?: string
 }
 
 export interface IdentityClientOptions {

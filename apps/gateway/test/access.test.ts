@@ -244,8 +244,10 @@ describe('resolveCaller: who the caller is and which workspace it acts in', () =
       c.credential,
       c.fields ?? {},
       {
-        activeRole: async (organizationId, userId) =>
-          (userId === USER ? memberships[organizationId] : undefined) ?? null,
+        activeMember: async (organizationId, userId) => {
+          const role = userId === USER ? memberships[organizationId] : undefined
+          return role ? { role } : null
+        },
         limitApiKey: async () => {
           limited = true
         },
@@ -272,7 +274,34 @@ describe('resolveCaller: who the caller is and which workspace it acts in', () =
   })
 
   it('gives a user the scopes of their role', async () => {
-    const caller = await resolveCaller(read, {}, user(ORG), {}, { activeRole: async () => 'MEMBER' }, 'r')
+    const caller = await resolveCaller(
+      read,
+      {},
+      user(ORG),
+      {},
+      { activeMember: async () => ({ role: 'MEMBER' }) },
+      'r',
+    )
     expect(caller.scopes).toEqual(['prompts:read', 'prompts:write', 'organization:read', 'runs:write'])
+  })
+
+  it('names the actor for the audit log: the member by name, the key by its name', async () => {
+    const named = await resolveCaller(
+      write,
+      {},
+      user(ORG),
+      {},
+      { activeMember: async () => ({ role: 'ADMIN', name: 'Ada Lovelace' }) },
+      'r',
+    )
+    expect(named.actorName).toBe('Ada Lovelace')
+    const credential = key(['prompts:write'])
+    if (credential.kind === 'apiKey') credential.key.name = 'CI deploy'
+    const asKey = await resolveCaller(write, {}, credential, {}, { activeMember: async () => null }, 'r')
+    expect(asKey).toMatchObject({ kind: 'apiKey', actorName: 'CI deploy' })
+    // No workspace, no membership looked up: unnamed (the service names the user itself).
+    const createOrg = policy({ auth: 'user', org: 'none', method: 'POST', upstream: 'identity' })
+    const unnamed = await resolveCaller(createOrg, {}, user(), {}, { activeMember: async () => null }, 'r')
+    expect(unnamed.actorName).toBeUndefined()
   })
 })

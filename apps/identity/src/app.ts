@@ -1,6 +1,7 @@
 import cookie from '@fastify/cookie'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
-import { createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import { SUBJECTS } from '@pm/contracts'
+import { AuditRelay, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { IdentityConfig } from './config.ts'
 import { IdentityService } from './services/identity.ts'
 import { Sessions } from './services/sessions.ts'
@@ -47,8 +48,11 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
     ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
   })
   await tokens.init()
-  const identity = new IdentityService(store, bus)
-  const sessions = new Sessions(store, tokens, config.REFRESH_TOKEN_TTL_SECONDS)
+  // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
+  let relay: AuditRelay | undefined
+  const kick = () => relay?.kick()
+  const identity = new IdentityService(store, bus, kick)
+  const sessions = new Sessions(store, tokens, config.REFRESH_TOKEN_TTL_SECONDS, kick)
 
   const app = createService({
     name: 'identity',
@@ -58,6 +62,12 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
     readiness: { store: () => store.check(), bus: () => bus.check() },
     metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
     ...(tracing ? { tracing } : {}),
+  })
+  relay = new AuditRelay(store, {
+    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
+    subject: SUBJECTS.auditEntry,
+    log: app.log,
+    pollMs: config.AUDIT_RELAY_POLL_MS,
   })
   // The browser session's refresh cookie (routes/auth.ts); nothing else reads cookies.
   await app.register(cookie)
@@ -85,7 +95,10 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
   organizationRoutes(app, deps)
   internalRoutes(app, deps)
 
+  app.addHook('onReady', async () => relay?.start())
+  // The relay stops first (an entry it has not sent stays in the outbox for the next start).
   app.addHook('onClose', async () => {
+    await relay?.stop()
     if (!opts.bus) await ownBus.close()
     if (!opts.store) await ownStore.close()
   })

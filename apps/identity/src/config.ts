@@ -1,10 +1,11 @@
-import { busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
+import { auditRelaySettings, busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
 export const IdentityConfigSchema = Type.Object({
   ...commonSettings,
   ...storeSettings,
   ...busSettings,
+  ...auditRelaySettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4001 }),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),
   JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),

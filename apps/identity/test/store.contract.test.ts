@@ -1,3 +1,4 @@
+import type { AuditEntry } from '@pm/contracts'
 import { connectMongo, newId } from '@pm/kit'
 import { storeBackends } from '@pm/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -15,6 +16,20 @@ const backends = await storeBackends<IdentityStore>({
 })
 
 const now = () => new Date().toISOString()
+
+function entry(organizationId: string, action: AuditEntry['action'], at = now()): AuditEntry {
+  return {
+    id: newId(),
+    at,
+    organizationId,
+    actor: { type: 'user', id: newId(), name: 'Olga' },
+    action,
+    resource: { type: 'organization', id: organizationId },
+    requestId: 'r',
+    ip: '127.0.0.1',
+    summary: action,
+  }
+}
 
 function user(email: string) {
   return { _id: newId(), email, name: 'U', passwordHash: 'h', createdAt: now() }
@@ -103,6 +118,54 @@ for (const backend of backends) {
       expect(second?.revokedAt).toBe('2026-01-01T00:00:00.000Z')
       await s.touchApiKey(k._id, '2026-02-02T00:00:00.000Z')
       expect((await s.findApiKeyByHash(k.hash))?.lastUsedAt).toBe('2026-02-02T00:00:00.000Z')
+    })
+
+    it('writes audit entries with their change only, and hands them to the relay until sent', async () => {
+      const s = await open()
+      const org = {
+        _id: newId(),
+        name: 'Audited',
+        slug: `audited-${newId()}`,
+        createdAt: now(),
+        updatedAt: now(),
+      }
+      const owner = {
+        organizationId: org._id,
+        userId: newId(),
+        role: 'OWNER' as const,
+        status: 'ACTIVE' as const,
+        createdAt: now(),
+      }
+      const made = entry(org._id, 'organization.created', '2026-01-01T00:00:01.000Z')
+      await s.createOrganization(org, owner, [made])
+      // An organization that does not exist is not updated: its entry is not written.
+      expect(
+        await s.updateOrganization(newId(), { name: 'x' }, now(), [entry(org._id, 'organization.updated')]),
+      ).toBeNull()
+      const k = key(org._id)
+      const keyMade = entry(org._id, 'apiKey.created', '2026-01-01T00:00:02.000Z')
+      await s.createApiKey(k, [keyMade])
+      const revoked = entry(org._id, 'apiKey.revoked', '2026-01-01T00:00:03.000Z')
+      await s.revokeApiKey(org._id, k._id, now(), (r) => [{ ...revoked, summary: `revoked ${r.name}` }])
+      // A second revoke changes nothing: no entry.
+      await s.revokeApiKey(org._id, k._id, now(), () => [entry(org._id, 'apiKey.revoked')])
+      // A refused membership change (the last OWNER) writes nothing.
+      const last = await s.changeMembership(org._id, owner.userId, { role: 'ADMIN' }, () => [
+        entry(org._id, 'member.updated'),
+      ])
+      expect(last.outcome).toBe('last-owner')
+      const pending = await s.pendingAudit(10)
+      expect(pending.map((e) => [e.id, e.summary])).toEqual([
+        [made.id, made.summary],
+        [keyMade.id, keyMade.summary],
+        [revoked.id, 'revoked k'],
+      ])
+      expect(pending[0]).toEqual(made)
+      await s.markAuditSent([made.id, keyMade.id], now())
+      expect((await s.pendingAudit(10)).map((e) => e.id)).toEqual([revoked.id])
+      // Sent entries are forgotten after the retention; unsent ones stay.
+      expect(await s.pruneAuditOutbox('2999-01-01T00:00:00.000Z')).toBe(2)
+      expect((await s.pendingAudit(10)).map((e) => e.id)).toEqual([revoked.id])
     })
 
     it('renames organizations and finds them by slug', async () => {

@@ -4,11 +4,13 @@ import {
   collectWhileOpen,
   connectMongo,
   createService,
+  isAuditEntry,
   type Metrics,
   type Service,
   type Tracing,
   traceMethods,
 } from '@pm/kit'
+import { SUBJECTS } from '@pm/contracts'
 import type { PromptsConfig } from './config.ts'
 import { PromptFiles } from './services/files.ts'
 import { Importer } from './services/importer.ts'
@@ -114,14 +116,27 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   resolveRoutes(app, deps)
   auditRoutes(app, deps)
 
+  let closing = false
   app.addHook('onReady', async () => {
     relay.start()
     importer.start()
+    // The audit entries of identity and webhooks, written in their changes' transactions and
+    // relayed here (DESIGN section 15): stored once by entry id, so a redelivery changes nothing.
+    await bus.consume(SUBJECTS.auditEntry, config.AUDIT_CONSUMER, async (data) => {
+      if (closing) throw new Error('prompts service is shutting down')
+      if (!isAuditEntry(data)) {
+        // Acknowledged anyway: a malformed entry would fail the same way forever.
+        app.log.warn({ entry: data }, 'ignoring a malformed audit entry')
+        return
+      }
+      await store.ingestAudit(data)
+    })
   })
   // Imports stop after their current row and release their batches for the next start (or
   // another replica); then the relay stops so nothing is half-sent (unsent events stay in the
   // outbox for the next start); then the bus and the store.
   app.addHook('onClose', async () => {
+    closing = true
     await importer.stop()
     await relay.stop()
     if (!opts.orgSettings) await orgSettings.close()

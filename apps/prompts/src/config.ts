@@ -20,6 +20,16 @@ export const PromptsConfigSchema = Type.Object({
   OUTBOX_RELAY_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
   /** Audit log entries are deleted after this many days (DESIGN section 15). */
   AUDIT_RETENTION_DAYS: Type.Integer({ minimum: 1, default: 365 }),
+  /**
+   * Durable JetStream consumer of the audit entries identity and webhooks relay
+   * (SUBJECTS.auditEntry): every replica shares it, and each entry is stored once by its id.
+   */
+  AUDIT_CONSUMER: Type.String({
+    minLength: 1,
+    maxLength: 64,
+    pattern: '^[A-Za-z0-9_-]+$',
+    default: 'prompts-audit',
+  }),
   /** Sent events are deleted from the outbox after this long (JetStream dedupes for one hour). */
   OUTBOX_RETAIN_MS: Type.Integer({ minimum: 60 * 60 * 1000, default: 24 * 60 * 60 * 1000 }),
   /**

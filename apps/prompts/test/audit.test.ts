@@ -1,4 +1,4 @@
-import type { AuditEntry, AuditList, Prompt, PromptVersion } from '@pm/contracts'
+import { type AuditEntry, type AuditList, type Prompt, type PromptVersion, SUBJECTS } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { type Harness, harness } from './helpers.ts'
@@ -183,5 +183,35 @@ describe('audit log', () => {
       .split('\n')
       .map((l) => JSON.parse(l) as AuditEntry)
     expect(rows.map((r) => r.resource.id).sort()).toEqual([...ids].sort())
+  })
+
+  it('stores the entries identity and webhooks relay, once each, and ignores a malformed one', async () => {
+    const w = workspace()
+    const relayed = (action: AuditEntry['action'], name: string): AuditEntry => ({
+      id: newId(),
+      at: new Date().toISOString(),
+      organizationId: w.org,
+      actor: { type: 'user', id: w.user, name },
+      action,
+      resource: { type: 'apiKey', id: newId() },
+      requestId: 'r-1',
+      ip: '203.0.113.7',
+      summary: `${action} by ${name}`,
+    })
+    const created = relayed('apiKey.created', 'Olga')
+    const hook = relayed('webhook.deleted', 'Olga')
+    await t.bus.publishDurable(SUBJECTS.auditEntry, created, created.id)
+    // A relay that crashed after publishing publishes again under a new message id: stored once.
+    await t.bus.publishDurable(SUBJECTS.auditEntry, created, `${created.id}-again`)
+    await t.bus.publishDurable(SUBJECTS.auditEntry, { ...hook, action: 'something.else' }, newId())
+    await t.bus.publishDurable(SUBJECTS.auditEntry, { ...hook, organizationId: 'not-an-id' }, newId())
+    await t.bus.publishDurable(SUBJECTS.auditEntry, hook, hook.id)
+    await vi.waitFor(async () => expect((await auditLog(w)).pagination.total).toBe(2), {
+      timeout: 5_000,
+      interval: 50,
+    })
+    const { entries } = await auditLog(w, '?action=apiKey.created')
+    expect(entries).toEqual([created])
+    expect((await auditLog(w, '?action=webhook.deleted')).entries).toEqual([hook])
   })
 })

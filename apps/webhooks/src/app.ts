@@ -1,7 +1,8 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
-import { EVENT_SUBJECTS, EVENT_TYPES } from '@pm/contracts'
+import { EVENT_SUBJECTS, EVENT_TYPES, SUBJECTS } from '@pm/contracts'
 import {
+  AuditRelay,
   connectMongo,
   createService,
   loadSecretBox,
@@ -93,7 +94,15 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     ...(tracing ? { tracing } : {}),
   })
+  // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
+  const relay = new AuditRelay(store, {
+    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
+    subject: SUBJECTS.auditEntry,
+    log: app.log,
+    pollMs: config.AUDIT_RELAY_POLL_MS,
+  })
   const webhooks = new Webhooks({
+    onAudit: () => relay.kick(),
     store,
     secrets,
     worker,
@@ -108,6 +117,7 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   let closing = false
   app.addHook('onReady', async () => {
     worker.start()
+    relay.start()
     // One durable consumer per event kind: `version.published` keeps the consumer it always had
     // (WEBHOOK_CONSUMER), so an upgrade loses none of its pending events; the others are new.
     for (const type of EVENT_TYPES) {
@@ -126,6 +136,8 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   app.addHook('onClose', async () => {
     closing = true
     await worker.stop()
+    // An entry the relay has not sent stays in the outbox for the next start.
+    await relay.stop()
     if (!opts.bus) await ownBus.close()
     if (!opts.store) await ownStore.close()
   })

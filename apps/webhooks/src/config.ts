@@ -1,4 +1,11 @@
-import { busSettings, commonSettings, loadConfig, secretsSettings, storeSettings } from '@pm/kit'
+import {
+  auditRelaySettings,
+  busSettings,
+  commonSettings,
+  loadConfig,
+  secretsSettings,
+  storeSettings,
+} from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
 export const WebhooksConfigSchema = Type.Object({
@@ -6,6 +13,7 @@ export const WebhooksConfigSchema = Type.Object({
   ...storeSettings,
   ...busSettings,
   ...secretsSettings,
+  ...auditRelaySettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4004 }),
   /** Lets deliveries reach private, loopback and link-local addresses (tests, closed networks). */
   WEBHOOK_ALLOW_PRIVATE_TARGETS: Type.Boolean({ default: false }),

@@ -13,7 +13,7 @@ import {
   type WebhookDelivery,
   type WebhookDeliveryList,
 } from '@pm/contracts'
-import { newId, type SecretBox } from '@pm/kit'
+import { type AuditContext, auditEntry, newId, type SecretBox } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { generateSecret } from './domain/signature.ts'
 import { checkTargetUrl, type HostLookup, SsrfError } from './services/ssrf.ts'
@@ -32,6 +32,20 @@ export interface WebhooksOptions {
   allowPrivate: boolean
   maxPerOrganization: number
   lookup?: HostLookup
+  /** Told when audit entries were written (the relay publishes them at once). */
+  onAudit?: () => void
+}
+
+/**
+ * How a subscription's target is named in the audit log: its host only. A receiver's path or
+ * query often carries a token of its own (chat and CI hooks), which the log must not spread.
+ */
+function targetOf(url: string): string {
+  try {
+    return new URL(url).host
+  } catch {
+    return 'an invalid URL'
+  }
 }
 
 export function publicWebhook(sub: SubscriptionRecord): Webhook {
@@ -155,7 +169,26 @@ export class Webhooks {
     return sub
   }
 
-  async create(organizationId: string, input: CreateWebhookRequest): Promise<CreatedWebhook> {
+  /** The change's entry, or none without a context (DESIGN section 15). */
+  private audit(
+    ctx: AuditContext | undefined,
+    organizationId: string,
+    action: 'webhook.created' | 'webhook.updated' | 'webhook.deleted',
+    id: string,
+    summary: string,
+  ) {
+    return ctx ? [auditEntry(ctx, organizationId, action, { type: 'webhook', id }, summary)] : []
+  }
+
+  private audited(entries: unknown[]): void {
+    if (entries.length > 0) this.opts.onAudit?.()
+  }
+
+  async create(
+    organizationId: string,
+    input: CreateWebhookRequest,
+    audit?: AuditContext,
+  ): Promise<CreatedWebhook> {
     await this.checkUrl(input.url)
     const { store, maxPerOrganization } = this.opts
     if ((await store.countSubscriptions(organizationId)) >= maxPerOrganization) {
@@ -179,7 +212,15 @@ export class Webhooks {
       disabledAt: null,
       disabledReason: null,
     }
-    await store.createSubscription(sub)
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'webhook.created',
+      id,
+      `created a webhook to ${targetOf(sub.url)} for ${sub.events.join(', ')}${sub.active ? '' : ' (inactive)'}`,
+    )
+    await store.createSubscription(sub, entries)
+    this.audited(entries)
     this.opts.log.info({ webhookId: sub._id, organizationId }, 'webhook created')
     return { webhook: publicWebhook(sub), secret }
   }
@@ -192,28 +233,63 @@ export class Webhooks {
     return publicWebhook(await this.subscription(organizationId, id))
   }
 
-  async update(organizationId: string, id: string, input: UpdateWebhookRequest): Promise<Webhook> {
+  async update(
+    organizationId: string,
+    id: string,
+    input: UpdateWebhookRequest,
+    audit?: AuditContext,
+  ): Promise<Webhook> {
     const current = await this.subscription(organizationId, id)
     if (input.url !== undefined) await this.checkUrl(input.url)
     const now = new Date().toISOString()
     const reactivated = input.active === true && !current.active
-    const updated = await this.opts.store.updateSubscription(organizationId, id, {
-      ...(input.url !== undefined ? { url: input.url } : {}),
-      ...(input.events !== undefined ? { events: input.events } : {}),
-      ...(input.active !== undefined ? { active: input.active } : {}),
-      ...(reactivated ? { disabledAt: null, disabledReason: null } : {}),
-      updatedAt: now,
-    })
+    const said: string[] = []
+    if (input.url !== undefined) said.push(`target ${targetOf(input.url)}`)
+    if (input.events !== undefined) said.push(`events ${input.events.join(', ')}`)
+    if (input.active !== undefined) said.push(input.active ? 'activated' : 'deactivated')
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'webhook.updated',
+      id,
+      `updated the webhook to ${targetOf(current.url)}: ${said.join('; ')}`,
+    )
+    const updated = await this.opts.store.updateSubscription(
+      organizationId,
+      id,
+      {
+        ...(input.url !== undefined ? { url: input.url } : {}),
+        ...(input.events !== undefined ? { events: input.events } : {}),
+        ...(input.active !== undefined ? { active: input.active } : {}),
+        ...(reactivated ? { disabledAt: null, disabledReason: null } : {}),
+        updatedAt: now,
+      },
+      entries,
+    )
     if (!updated) throw new AppError('NOT_FOUND', 'webhook not found')
+    this.audited(entries)
     // A switched-off subscription receives nothing, queued retries included.
     if (input.active === false && current.active) await this.opts.store.failPending(id, DISABLED_REASON, now)
     return publicWebhook(updated)
   }
 
-  async remove(organizationId: string, id: string): Promise<{ _id: string; deleted: true }> {
-    if (!(await this.opts.store.deleteSubscription(organizationId, id))) {
+  async remove(
+    organizationId: string,
+    id: string,
+    audit?: AuditContext,
+  ): Promise<{ _id: string; deleted: true }> {
+    const current = await this.subscription(organizationId, id)
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'webhook.deleted',
+      id,
+      `deleted the webhook to ${targetOf(current.url)}`,
+    )
+    if (!(await this.opts.store.deleteSubscription(organizationId, id, entries))) {
       throw new AppError('NOT_FOUND', 'webhook not found')
     }
+    this.audited(entries)
     this.opts.log.info({ webhookId: id, organizationId }, 'webhook deleted')
     return { _id: id, deleted: true }
   }

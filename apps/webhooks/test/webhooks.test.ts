@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { MemoryBus } from '@pm/bus'
 import {
+  type AuditEntry,
   type CallerContext,
   CONTEXT_HEADER,
   type CreatedWebhook,
@@ -169,6 +170,54 @@ describe('webhooks service', () => {
       expect(other.body.error.code).toBe('NOT_FOUND')
       const res = await h.app.inject({ method: 'GET', url: path() })
       expect(res.statusCode).toBe(401)
+    })
+  })
+
+  describe('audit log', () => {
+    it('records create, update and delete once each with the actor, and nothing for a refused change', async () => {
+      const published: AuditEntry[] = []
+      await h.bus.consume(SUBJECTS.auditEntry, 'test-audit', async (data) => {
+        published.push(data as AuditEntry)
+      })
+      const org = newId()
+      const user = { organizationId: org, userId: newId(), actorName: 'Ada' }
+      const key = { ...user, kind: 'apiKey' as const, userId: undefined, role: undefined, apiKeyId: newId() }
+      const path = `/api/v1/organizations/${org}/webhooks`
+      const url = `${receiver.base}/audited/secret-token?key=hunter2`
+      // Refused by validation or by the URL check: no entry.
+      expect((await h.call('POST', path, { url: 'ftp://x', events: [] }, user)).status).toBe(400)
+      expect((await h.call('POST', path, { url, events: ['nope'] }, user)).status).toBe(400)
+      const created = await h.call<CreatedWebhook>('POST', path, { url }, user)
+      expect(created.status).toBe(201)
+      const id = created.body.webhook._id
+      expect((await h.call('PATCH', `${path}/${id}`, {}, key)).status).toBe(400)
+      expect((await h.call('PATCH', `${path}/${newId()}`, { active: false }, key)).status).toBe(404)
+      expect(
+        (await h.call('PATCH', `${path}/${id}`, { active: false }, { ...key, actorName: 'deploy key' }))
+          .status,
+      ).toBe(200)
+      expect((await h.call('DELETE', `${path}/${id}`, undefined, user)).status).toBe(200)
+      expect((await h.call('DELETE', `${path}/${id}`, undefined, user)).status).toBe(404)
+
+      await vi.waitFor(() => expect(published.filter((e) => e.organizationId === org)).toHaveLength(3), {
+        timeout: 5_000,
+        interval: 20,
+      })
+      await new Promise((r) => setTimeout(r, 150))
+      const mine = published.filter((e) => e.organizationId === org)
+      expect(mine.map((e) => [e.action, e.actor.type, e.actor.id, e.actor.name, e.resource.id])).toEqual([
+        ['webhook.created', 'user', user.userId, 'Ada', id],
+        ['webhook.updated', 'apiKey', key.apiKeyId, 'deploy key', id],
+        ['webhook.deleted', 'user', user.userId, 'Ada', id],
+      ])
+      // The target is named by its host: a token in its path or query stays out of the log.
+      const host = new URL(receiver.base).host
+      expect(mine.map((e) => e.summary)).toEqual([
+        `created a webhook to ${host} for version.published`,
+        `updated the webhook to ${host}: deactivated`,
+        `deleted the webhook to ${host}`,
+      ])
+      expect(JSON.stringify(mine)).not.toMatch(/secret-token|hunter2/)
     })
   })
 

@@ -13,14 +13,54 @@ export const AuditActor = Type.Object(
 )
 export type AuditActor = Static<typeof AuditActor>
 
+/**
+ * Every action the audit log records (DESIGN section 15), by the service that writes it. The
+ * list only grows: an entry's action is one of these.
+ */
+export const AUDIT_ACTIONS = [
+  // prompts
+  'prompt.created',
+  'prompt.updated',
+  'prompt.visibility.changed',
+  'prompt.published',
+  'environment.promoted',
+  'prompt.restored',
+  'prompt.forked',
+  'prompt.deleted',
+  // identity
+  'organization.created',
+  'organization.updated',
+  'member.added',
+  'member.updated',
+  'member.removed',
+  'apiKey.created',
+  'apiKey.revoked',
+  'user.signed_in',
+  'user.sign_in_failed',
+  // webhooks
+  'webhook.created',
+  'webhook.updated',
+  'webhook.deleted',
+] as const
+export type AuditAction = (typeof AUDIT_ACTIONS)[number]
+
+export const AuditActionSchema = Type.Union(
+  AUDIT_ACTIONS.map((a) => Type.Literal(a)),
+  { $id: 'AuditAction', description: 'What was done; the list only grows.' },
+)
+
+export function isAuditAction(value: unknown): value is AuditAction {
+  return typeof value === 'string' && (AUDIT_ACTIONS as readonly string[]).includes(value)
+}
+
 export const AuditEntry = Type.Object(
   {
     id: ObjectId,
     at: Timestamp,
     organizationId: ObjectId,
     actor: Type.Ref(AuditActor),
-    /** For instance `prompt.published`, `environment.promoted`. */
-    action: Type.String(),
+    /** For instance `prompt.published`, `environment.promoted`, `apiKey.revoked`, `webhook.created`. */
+    action: Type.Ref(AuditActionSchema),
     resource: Type.Object({ type: Type.String(), id: Type.String() }),
     requestId: Type.String(),
     ip: Type.String(),
@@ -33,7 +73,8 @@ export type AuditEntry = Static<typeof AuditEntry>
 const AUDIT_FILTERS = {
   /** An actor's id (user or API key). */
   actor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
-  action: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z][a-z0-9_.-]*$' })),
+  /** One of AUDIT_ACTIONS (exact match; an unknown one matches nothing). */
+  action: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z][a-zA-Z0-9_.-]*$' })),
   resourceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
   from: Type.Optional(Timestamp),
   to: Type.Optional(Timestamp),

@@ -19,5 +19,11 @@ export interface CallerContext {
   /** Fork target, already checked for an ACTIVE membership by the gateway. */
   targetOrganizationId?: string
   scopes: Scope[]
+  /**
+   * Who the actor is, for the audit log (DESIGN section 15): the user's display name (else the
+   * email) from the membership the gateway looked up, or the API key's name. Absent when the
+   * gateway looked up no membership (a user's request that names no workspace).
+   */
+  actorName?: string
   requestId: string
 }

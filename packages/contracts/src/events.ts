@@ -19,6 +19,11 @@ export const SUBJECTS = {
   experimentCompleted: 'pm.events.experiment.completed',
   /** Durable (JetStream), message id = experiment id: an experiment to run (experiments' job queue). */
   experimentQueued: 'pm.events.experiment.queued',
+  /**
+   * Durable (JetStream), message id = entry id: an audit entry written by identity or webhooks in
+   * the transaction of its change, relayed to the prompts service, which keeps the audit log.
+   */
+  auditEntry: 'pm.events.audit.entry',
   /** Fan-out, best effort (core NATS): render replicas drop cached lookups of this prompt. */
   promptChanged: 'pm.internal.prompt.changed',
   /** Fan-out, best effort (core NATS): gateway replicas drop the cached key. */

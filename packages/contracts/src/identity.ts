@@ -176,6 +176,8 @@ export const ResolvedApiKey = Type.Object(
     expiresAt: Type.Union([Type.String(), Type.Null()]),
     revokedAt: Type.Union([Type.String(), Type.Null()]),
     rateLimit: Type.Union([Type.Ref(RateLimitSetting), Type.Null()]),
+    /** The key's name: the actor's name in the audit log. */
+    name: Type.Optional(Type.String()),
   },
   { $id: 'ResolvedApiKey' },
 )

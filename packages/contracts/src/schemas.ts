@@ -122,6 +122,7 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.WebhookDelivery,
   webhooks.WebhookDeliveryList,
   webhooks.ListDeliveriesQuery,
+  audit.AuditActionSchema,
   audit.AuditActor,
   audit.AuditEntry,
   audit.AuditQuery,

@@ -6,7 +6,7 @@ import {
   REFRESH_COOKIE_PATH,
   SESSION_HINT_COOKIE,
 } from '@pm/contracts'
-import { route, type Service } from '@pm/kit'
+import { requestOrigin, route, type Service } from '@pm/kit'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { IdentityDeps } from '../deps.ts'
 import type { SessionTokens } from '../services/sessions.ts'
@@ -84,10 +84,11 @@ export function authRoutes(app: Service, deps: IdentityDeps): void {
   }
 
   route(app, API_ROUTES.login, async (request, reply) => {
-    const user = await identity.authenticate(request.body.email, request.body.password)
-    if (!user) throw new AppError('INVALID_CREDENTIALS', 'email or password is wrong')
-    const [org] = await identity.organizationsOf({ userId: user._id })
-    const session = await sessions.start(user, org?._id ?? null)
+    // A sign-in, failed or not, is in the audit log of each organization of the user (DESIGN section 15).
+    const signedIn = await identity.signIn(request.body.email, request.body.password, requestOrigin(request))
+    if (!signedIn) throw new AppError('INVALID_CREDENTIALS', 'email or password is wrong')
+    const { user, organizations, audit } = signedIn
+    const session = await sessions.start(user, organizations[0]?._id ?? null, audit)
     request.log.info({ userId: user._id, cookie: request.body.cookie === true }, 'login')
     return answer(reply, session, request.body.cookie)
   })

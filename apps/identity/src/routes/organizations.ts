@@ -1,5 +1,5 @@
 import { API_ROUTES, AppError, type Scope } from '@pm/contracts'
-import { requireUser, route, type Service } from '@pm/kit'
+import { auditContextOf, requireUser, route, type Service } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
 import type { IdentityDeps } from '../deps.ts'
 import { publicOrganization } from '../domain/views.ts'
@@ -56,7 +56,7 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.createOrganization, async (request, reply) => {
     const userId = requireUser(request)
-    const org = await identity.createOrganization(request.body.name, userId)
+    const org = await identity.createOrganization(request.body.name, userId, auditContextOf(request))
     request.log.info({ organizationId: org._id, userId }, 'organization created')
     reply.code(201)
     return publicOrganization(org)
@@ -71,7 +71,7 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
     const id = requireScope(request, request.params.id, 'organization:write')
     // Who may move production is an OWNER's or ADMIN's decision (DESIGN section 15): not a key's.
     if (request.body.protectedEnvironments !== undefined) requireAdmin(request, id)
-    return publicOrganization(await identity.updateOrganization(id, request.body))
+    return publicOrganization(await identity.updateOrganization(id, request.body, auditContextOf(request)))
   })
 
   // Members
@@ -82,7 +82,7 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.addMember, async (request, reply) => {
     const id = requireScope(request, request.params.id, 'organization:write')
-    const member = await identity.addMember(id, actorOf(request), request.body)
+    const member = await identity.addMember(id, actorOf(request), request.body, auditContextOf(request))
     request.log.info({ organizationId: id, userId: member.userId, role: member.role }, 'member added')
     reply.code(201)
     return member
@@ -90,7 +90,13 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.updateMember, async (request) => {
     const id = requireScope(request, request.params.id, 'organization:write')
-    const member = await identity.updateMember(id, actorOf(request), request.params.userId, request.body)
+    const member = await identity.updateMember(
+      id,
+      actorOf(request),
+      request.params.userId,
+      request.body,
+      auditContextOf(request),
+    )
     request.log.info(
       { organizationId: id, userId: member.userId, role: member.role, status: member.status },
       'member changed',
@@ -100,7 +106,12 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.removeMember, async (request) => {
     const id = requireScope(request, request.params.id, 'organization:write')
-    const member = await identity.removeMember(id, actorOf(request), request.params.userId)
+    const member = await identity.removeMember(
+      id,
+      actorOf(request),
+      request.params.userId,
+      auditContextOf(request),
+    )
     request.log.info({ organizationId: id, userId: member.userId }, 'member removed')
     return member
   })
@@ -113,7 +124,12 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.createApiKey, async (request, reply) => {
     const userId = requireAdmin(request, request.params.id)
-    const created = await identity.createApiKey(request.params.id, userId, request.body)
+    const created = await identity.createApiKey(
+      request.params.id,
+      userId,
+      request.body,
+      auditContextOf(request),
+    )
     request.log.info({ apiKeyId: created.apiKey._id, scopes: created.apiKey.scopes }, 'api key created')
     reply.code(201)
     return created
@@ -121,7 +137,7 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
 
   route(app, API_ROUTES.revokeApiKey, async (request) => {
     requireAdmin(request, request.params.id)
-    const key = await identity.revokeApiKey(request.params.id, request.params.keyId)
+    const key = await identity.revokeApiKey(request.params.id, request.params.keyId, auditContextOf(request))
     request.log.info({ apiKeyId: key._id }, 'api key revoked')
     return key
   })

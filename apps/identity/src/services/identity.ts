@@ -3,6 +3,8 @@ import {
   type ApiKeyRevokedEvent,
   type ApiKey,
   AppError,
+  type AuditAction,
+  type AuditEntry,
   type CreateApiKeyRequest,
   type Member,
   type MembershipChangedEvent,
@@ -13,7 +15,7 @@ import {
   type UpdateMemberRequest,
 } from '@pm/contracts'
 import type { EventBus } from '@pm/bus'
-import { apiKeyPrefix, generateApiKey, hashApiKey, newId } from '@pm/kit'
+import { type AuditContext, apiKeyPrefix, auditEntry, generateApiKey, hashApiKey, newId } from '@pm/kit'
 import {
   type ApiKeyRecord,
   DuplicateError,
@@ -37,6 +39,17 @@ export const NO_BROADCAST: Broadcaster = {
   },
 }
 
+/** How a user is named in the audit log and to the gateway: the display name, else the email. */
+export function displayName(user: Pick<UserRecord, 'name' | 'email'>): string {
+  return user.name.trim() || user.email
+}
+
+/** Where a request came from (its id and the client's address), for the audit log. */
+export interface RequestOrigin {
+  requestId: string
+  ip: string
+}
+
 /** A key's `lastUsedAt` is written at most this often (every resolve would be a write). */
 const TOUCH_INTERVAL_MS = 60_000
 
@@ -47,10 +60,71 @@ const TOUCH_INTERVAL_MS = 60_000
 export class IdentityService {
   private readonly store: IdentityStore
   private readonly bus: Broadcaster
+  private readonly onAudit: () => void
 
-  constructor(store: IdentityStore, bus: Broadcaster) {
+  /**
+   * `onAudit` is told when audit entries were written (the relay publishes them at once);
+   * changes made without an AuditContext (the operator's CLI, bootstrap) write none.
+   */
+  constructor(store: IdentityStore, bus: Broadcaster, onAudit: () => void = () => {}) {
     this.store = store
     this.bus = bus
+    this.onAudit = onAudit
+  }
+
+  /**
+   * The entry of a change, or none without a context. The gateway names the actor (the
+   * membership or key it looked up); a request it named nobody for (creating an organization)
+   * is named here, from the user record.
+   */
+  private async entries(
+    ctx: AuditContext | undefined,
+    organizationId: string,
+    action: AuditAction,
+    resource: { type: string; id: string },
+    summary: string,
+  ): Promise<AuditEntry[]> {
+    if (!ctx) return []
+    let named = ctx
+    if (ctx.actor.type === 'user' && ctx.actor.name === ctx.actor.id) {
+      const user = await this.store.findUserById(ctx.actor.id)
+      if (user) named = { ...ctx, actor: { ...ctx.actor, name: displayName(user) } }
+    }
+    return [auditEntry(named, organizationId, action, resource, summary)]
+  }
+
+  /**
+   * A sign-in attempt (DESIGN section 15): the user when the password matches, with the entries
+   * the session is to be written with (`user.signed_in`, in each organization the user is an
+   * ACTIVE member of); null otherwise, after writing `user.sign_in_failed` entries there. An
+   * unknown email belongs to no organization and is recorded nowhere (the same work is done,
+   * so the answer takes as long).
+   */
+  async signIn(
+    email: string,
+    password: string,
+    origin: RequestOrigin,
+  ): Promise<{ user: UserRecord; organizations: OrganizationRecord[]; audit: AuditEntry[] } | null> {
+    const user = await this.store.findUserByEmail(normaliseEmail(email))
+    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH)
+    if (!user) return null
+    const organizations = await this.store.listOrganizationsForUser(user._id)
+    const ctx: AuditContext = { actor: { type: 'user', id: user._id, name: displayName(user) }, ...origin }
+    const resource = { type: 'user', id: user._id }
+    if (!ok) {
+      const failed = organizations.map((o) =>
+        auditEntry(ctx, o._id, 'user.sign_in_failed', resource, `failed sign-in as ${user.email}`),
+      )
+      if (failed.length > 0) {
+        await this.store.recordAudit(failed)
+        this.onAudit()
+      }
+      return null
+    }
+    const audit = organizations.map((o) =>
+      auditEntry(ctx, o._id, 'user.signed_in', resource, `${user.email} signed in`),
+    )
+    return { user, organizations, audit }
   }
 
   /** The organizations a user belongs to (an API key's is its own one). */
@@ -71,8 +145,28 @@ export class IdentityService {
   }
 
   /** Revokes a key and tells every gateway replica to drop it now (its cache would keep it a while). */
-  async revokeApiKey(organizationId: string, keyId: string): Promise<ApiKey> {
-    const key = await this.store.revokeApiKey(organizationId, keyId, new Date().toISOString())
+  async revokeApiKey(organizationId: string, keyId: string, audit?: AuditContext): Promise<ApiKey> {
+    // Built before the transaction (naming the actor may read the store); summarised from the key.
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'apiKey.revoked',
+      { type: 'apiKey', id: keyId },
+      '',
+    )
+    let audited = false
+    const key = await this.store.revokeApiKey(
+      organizationId,
+      keyId,
+      new Date().toISOString(),
+      template
+        ? (k) => {
+            audited = true
+            return [{ ...template, summary: `revoked API key "${k.name}" (${k.prefix}…)`.slice(0, 500) }]
+          }
+        : undefined,
+    )
+    if (audited) this.onAudit()
     if (!key) throw new AppError('NOT_FOUND', 'api key not found')
     const event: ApiKeyRevokedEvent = { keyId: key._id, hash: key.hash, organizationId: key.organizationId }
     this.bus.broadcast(SUBJECTS.apiKeyRevoked, event)
@@ -94,13 +188,16 @@ export class IdentityService {
       expiresAt: key.expiresAt,
       revokedAt: key.revokedAt,
       rateLimit: key.rateLimit,
+      name: key.name,
     }
   }
 
-  async getMembership(organizationId: string, userId: string): Promise<MembershipRecord> {
+  /** The gateway's lookup of a membership, with the user's name (the actor's name in the audit log). */
+  async getMembership(organizationId: string, userId: string): Promise<MembershipRecord & { name: string }> {
     const m = await this.store.getMembership(organizationId, userId)
     if (!m) throw new AppError('NOT_FOUND', 'membership not found')
-    return m
+    const user = await this.store.findUserById(userId)
+    return { ...m, name: user ? displayName(user) : userId }
   }
 
   /** Tells every gateway replica to drop its cached copy of this membership. */
@@ -134,7 +231,7 @@ export class IdentityService {
     return user && ok ? user : null
   }
 
-  async createOrganization(name: string, ownerId: string): Promise<OrganizationRecord> {
+  async createOrganization(name: string, ownerId: string, audit?: AuditContext): Promise<OrganizationRecord> {
     const base = orgSlug(name)
     for (let n = 1; n < 1000; n++) {
       const slug = n === 1 ? base : `${base}-${n}`
@@ -147,14 +244,20 @@ export class IdentityService {
         createdAt: now,
         updatedAt: now,
       }
+      const entries = await this.entries(
+        audit,
+        org._id,
+        'organization.created',
+        { type: 'organization', id: org._id },
+        `created the organization ${org.name} (${slug})`,
+      )
       try {
-        await this.store.createOrganization(org, {
-          organizationId: org._id,
-          userId: ownerId,
-          role: 'OWNER',
-          status: 'ACTIVE',
-          createdAt: now,
-        })
+        await this.store.createOrganization(
+          org,
+          { organizationId: org._id, userId: ownerId, role: 'OWNER', status: 'ACTIVE', createdAt: now },
+          entries,
+        )
+        if (entries.length > 0) this.onAudit()
         return org
       } catch (err) {
         if (!(err instanceof DuplicateError)) throw err
@@ -166,18 +269,30 @@ export class IdentityService {
   async updateOrganization(
     id: string,
     change: { name?: string; protectedEnvironments?: EnvironmentName[] },
+    audit?: AuditContext,
   ): Promise<OrganizationRecord> {
-    const org = await this.store.updateOrganization(
+    const normalised = {
+      ...(change.name !== undefined ? { name: change.name.trim() } : {}),
+      ...(change.protectedEnvironments !== undefined
+        ? { protectedEnvironments: [...change.protectedEnvironments].sort() }
+        : {}),
+    }
+    const said: string[] = []
+    if (normalised.name !== undefined) said.push(`renamed to ${normalised.name}`)
+    if (normalised.protectedEnvironments !== undefined) {
+      const list = normalised.protectedEnvironments
+      said.push(`protected environments: ${list.length > 0 ? list.join(', ') : 'none'}`)
+    }
+    const entries = await this.entries(
+      audit,
       id,
-      {
-        ...(change.name !== undefined ? { name: change.name.trim() } : {}),
-        ...(change.protectedEnvironments !== undefined
-          ? { protectedEnvironments: [...change.protectedEnvironments].sort() }
-          : {}),
-      },
-      new Date().toISOString(),
+      'organization.updated',
+      { type: 'organization', id },
+      said.join('; ') || 'updated the organization',
     )
+    const org = await this.store.updateOrganization(id, normalised, new Date().toISOString(), entries)
     if (!org) throw new AppError('NOT_FOUND', 'organization not found')
+    if (entries.length > 0) this.onAudit()
     return org
   }
 
@@ -190,7 +305,12 @@ export class IdentityService {
   }
 
   /** Adds an existing user as an ACTIVE member (default role MEMBER). */
-  async addMember(organizationId: string, actor: Actor, input: AddMemberRequest): Promise<Member> {
+  async addMember(
+    organizationId: string,
+    actor: Actor,
+    input: AddMemberRequest,
+    audit?: AuditContext,
+  ): Promise<Member> {
     const role = input.role ?? 'MEMBER'
     if (!mayChangeRole(actor, null, role)) {
       throw new AppError('FORBIDDEN', 'only an OWNER may add an OWNER')
@@ -204,12 +324,20 @@ export class IdentityService {
       status: 'ACTIVE' as const,
       createdAt: new Date().toISOString(),
     }
+    const entries = await this.entries(
+      audit,
+      organizationId,
+      'member.added',
+      { type: 'member', id: user._id },
+      `added ${user.email} as ${role}`,
+    )
     try {
-      await this.store.addMembership(membership)
+      await this.store.addMembership(membership, entries)
     } catch (err) {
       if (err instanceof DuplicateError) throw new AppError('CONFLICT', 'the user is already a member')
       throw err
     }
+    if (entries.length > 0) this.onAudit()
     this.membershipChanged(organizationId, user._id)
     return toMember(membership, user)
   }
@@ -219,26 +347,76 @@ export class IdentityService {
     actor: Actor,
     userId: string,
     change: UpdateMemberRequest,
+    audit?: AuditContext,
   ): Promise<Member> {
     const current = await this.store.getMembership(organizationId, userId)
     if (!current) throw new AppError('NOT_FOUND', 'member not found')
     if (!mayChangeRole(actor, current.role, change.role ?? current.role)) {
       throw new AppError('FORBIDDEN', 'only an OWNER may change an OWNER')
     }
-    const result = await this.store.changeMembership(organizationId, userId, {
-      ...(change.role ? { role: change.role } : {}),
-      ...(change.status ? { status: change.status } : {}),
-    })
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'member.updated',
+      { type: 'member', id: userId },
+      '',
+    )
+    const who = (await this.store.findUserById(userId))?.email ?? userId
+    let audited = false
+    const result = await this.store.changeMembership(
+      organizationId,
+      userId,
+      { ...(change.role ? { role: change.role } : {}), ...(change.status ? { status: change.status } : {}) },
+      template
+        ? (before, after) => {
+            // Built from the membership as the transaction saw it; a change to nothing is no change.
+            const said: string[] = []
+            if (after && after.role !== before.role) said.push(`role ${before.role} → ${after.role}`)
+            if (after && after.status !== before.status)
+              said.push(`status ${before.status} → ${after.status}`)
+            if (said.length === 0) return []
+            audited = true
+            return [{ ...template, summary: `changed ${who}: ${said.join(', ')}`.slice(0, 500) }]
+          }
+        : undefined,
+    )
+    if (audited) this.onAudit()
     return this.memberOutcome(result)
   }
 
-  async removeMember(organizationId: string, actor: Actor, userId: string): Promise<Member> {
+  async removeMember(
+    organizationId: string,
+    actor: Actor,
+    userId: string,
+    audit?: AuditContext,
+  ): Promise<Member> {
     const current = await this.store.getMembership(organizationId, userId)
     if (!current) throw new AppError('NOT_FOUND', 'member not found')
     if (!mayChangeRole(actor, current.role, null)) {
       throw new AppError('FORBIDDEN', 'only an OWNER may remove an OWNER')
     }
-    return this.memberOutcome(await this.store.changeMembership(organizationId, userId, 'remove'))
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'member.removed',
+      { type: 'member', id: userId },
+      '',
+    )
+    const who = (await this.store.findUserById(userId))?.email ?? userId
+    let audited = false
+    const result = await this.store.changeMembership(
+      organizationId,
+      userId,
+      'remove',
+      template
+        ? (before) => {
+            audited = true
+            return [{ ...template, summary: `removed ${who} (${before.role})`.slice(0, 500) }]
+          }
+        : undefined,
+    )
+    if (audited) this.onAudit()
+    return this.memberOutcome(result)
   }
 
   private async memberOutcome(result: MembershipChangeResult): Promise<Member> {
@@ -259,6 +437,7 @@ export class IdentityService {
     organizationId: string,
     createdBy: string,
     input: CreateApiKeyRequest,
+    audit?: AuditContext,
   ): Promise<{ apiKey: ApiKey; key: string }> {
     if (input.expiresAt && Date.parse(input.expiresAt) <= Date.now()) {
       throw new AppError('VALIDATION_ERROR', 'expiresAt must be in the future', [
@@ -280,7 +459,15 @@ export class IdentityService {
       lastUsedAt: null,
       revokedAt: null,
     }
-    await this.store.createApiKey(record)
+    const entries = await this.entries(
+      audit,
+      organizationId,
+      'apiKey.created',
+      { type: 'apiKey', id: record._id },
+      `created API key "${record.name}" (${record.prefix}…) with ${record.scopes.join(', ') || 'no scopes'}`,
+    )
+    await this.store.createApiKey(record, entries)
+    if (entries.length > 0) this.onAudit()
     return { apiKey: publicApiKey(record), key }
   }
 

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { AppError, type LoginResponse } from '@pm/contracts'
+import { AppError, type AuditEntry, type LoginResponse } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import type { IdentityStore, RefreshTokenRecord, UserRecord } from '../store/types.ts'
 import type { TokenIssuer } from './tokens.ts'
@@ -32,16 +32,32 @@ export class Sessions {
   private readonly store: IdentityStore
   private readonly tokens: TokenIssuer
   private readonly ttlSeconds: number
+  private readonly onAudit: () => void
 
-  constructor(store: IdentityStore, tokens: TokenIssuer, refreshTtlSeconds: number) {
+  constructor(
+    store: IdentityStore,
+    tokens: TokenIssuer,
+    refreshTtlSeconds: number,
+    onAudit: () => void = () => {},
+  ) {
     this.store = store
     this.tokens = tokens
     this.ttlSeconds = refreshTtlSeconds
+    this.onAudit = onAudit
   }
 
-  /** A new session (a new refresh-token family) for a user who just proved who they are. */
-  async start(user: UserRecord, organizationId: string | null): Promise<SessionTokens> {
-    return this.issue(user, organizationId, newId())
+  /**
+   * A new session (a new refresh-token family) for a user who just proved who they are; `audit`
+   * (the sign-in's entries) is written with its refresh token, in one transaction.
+   */
+  async start(
+    user: UserRecord,
+    organizationId: string | null,
+    audit: AuditEntry[] = [],
+  ): Promise<SessionTokens> {
+    const session = await this.issue(user, organizationId, newId(), audit)
+    if (audit.length > 0) this.onAudit()
+    return session
   }
 
   async refresh(refreshToken: string, requestedOrg: string | undefined): Promise<RefreshOutcome> {
@@ -105,20 +121,24 @@ export class Sessions {
     user: UserRecord,
     organizationId: string | null,
     familyId: string,
+    audit: AuditEntry[] = [],
   ): Promise<SessionTokens> {
     const refreshToken = newRefreshToken()
     const now = Date.now()
-    await this.store.createRefreshToken({
-      _id: newId(),
-      familyId,
-      userId: user._id,
-      organizationId,
-      hash: hashRefreshToken(refreshToken),
-      createdAt: new Date(now).toISOString(),
-      expiresAt: new Date(now + this.ttlSeconds * 1000).toISOString(),
-      usedAt: null,
-      revokedAt: null,
-    })
+    await this.store.createRefreshToken(
+      {
+        _id: newId(),
+        familyId,
+        userId: user._id,
+        organizationId,
+        hash: hashRefreshToken(refreshToken),
+        createdAt: new Date(now).toISOString(),
+        expiresAt: new Date(now + this.ttlSeconds * 1000).toISOString(),
+        usedAt: null,
+        revokedAt: null,
+      },
+      audit,
+    )
     const { token, expiresIn } = await this.tokens.issue(user._id, organizationId)
     return {
       accessToken: token,

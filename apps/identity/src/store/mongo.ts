@@ -1,10 +1,18 @@
-import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit'
+import type { AuditEntry } from '@pm/contracts'
+import {
+  dropReplacedIndex,
+  isDuplicateKey,
+  MongoAuditOutbox,
+  mongoTransaction,
+  TRANSACTION_OPTIONS,
+} from '@pm/kit'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import {
   type ApiKeyRecord,
   DuplicateError,
   type IdentityStore,
   type MembershipChange,
+  type MembershipAudit,
   type MembershipChangeResult,
   type MembershipRecord,
   type OrganizationChange,
@@ -44,6 +52,8 @@ export class MongoIdentityStore implements IdentityStore {
   private readonly keys: Collection<ApiKeyRecord>
   private readonly signingKeys: Collection<SigningKeyRecord & { _id: string }>
   private readonly refreshTokens: Collection<RefreshTokenDoc>
+  /** Audit entries written in their change's transaction, until the relay has published them. */
+  private readonly auditOutbox: MongoAuditOutbox
   private readonly client: MongoClient
   private readonly db: Db
   private readonly ownsClient: boolean
@@ -58,9 +68,26 @@ export class MongoIdentityStore implements IdentityStore {
     this.keys = this.db.collection('api_keys')
     this.signingKeys = this.db.collection('signing_keys')
     this.refreshTokens = this.db.collection('refresh_tokens')
+    this.auditOutbox = new MongoAuditOutbox(this.db)
+  }
+
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.auditOutbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.auditOutbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.auditOutbox.pruneAuditOutbox(before)
+  }
+
+  async recordAudit(entries: AuditEntry[]): Promise<void> {
+    if (entries.length === 0) return
+    await mongoTransaction(this.client, (session) => this.auditOutbox.insert(entries, session))
   }
 
   async init(): Promise<void> {
+    await this.auditOutbox.init()
     await Promise.all([
       this.users.createIndex({ email: 1 }, { unique: true }),
       this.orgs.createIndex({ slug: 1 }, { unique: true }),
@@ -99,7 +126,11 @@ export class MongoIdentityStore implements IdentityStore {
     return this.users.findOne({ _id: id })
   }
 
-  async createOrganization(org: OrganizationRecord, owner: MembershipRecord): Promise<void> {
+  async createOrganization(
+    org: OrganizationRecord,
+    owner: MembershipRecord,
+    audit: AuditEntry[] = [],
+  ): Promise<void> {
     const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       await session.withTransaction(async () => {
@@ -108,6 +139,7 @@ export class MongoIdentityStore implements IdentityStore {
           { _id: membershipId(owner.organizationId, owner.userId), ...owner },
           { session },
         )
+        await this.auditOutbox.insert(audit, session)
       })
     } catch (err) {
       if (isDuplicateKey(err)) throw new DuplicateError('organization')
@@ -147,6 +179,7 @@ export class MongoIdentityStore implements IdentityStore {
     id: string,
     change: OrganizationChange,
     at: string,
+    audit: AuditEntry[] = [],
   ): Promise<OrganizationRecord | null> {
     const $set: Partial<OrganizationRecord> = { updatedAt: at }
     if (change.name !== undefined) $set.name = change.name
@@ -154,11 +187,22 @@ export class MongoIdentityStore implements IdentityStore {
     const none = change.protectedEnvironments !== undefined && change.protectedEnvironments.length === 0
     if (change.protectedEnvironments !== undefined && !none)
       $set.protectedEnvironments = change.protectedEnvironments
-    return this.orgs.findOneAndUpdate(
-      { _id: id },
-      none ? { $set, $unset: { protectedEnvironments: '' } } : { $set },
-      { returnDocument: 'after', projection: ORG_PROJECTION },
-    )
+    const update = none ? { $set, $unset: { protectedEnvironments: '' as const } } : { $set }
+    if (audit.length === 0) {
+      return this.orgs.findOneAndUpdate({ _id: id }, update, {
+        returnDocument: 'after',
+        projection: ORG_PROJECTION,
+      })
+    }
+    return mongoTransaction(this.client, async (session) => {
+      const org = await this.orgs.findOneAndUpdate({ _id: id }, update, {
+        returnDocument: 'after',
+        projection: ORG_PROJECTION,
+        session,
+      })
+      if (org) await this.auditOutbox.insert(audit, session)
+      return org
+    })
   }
 
   async findUsersByIds(ids: string[]): Promise<UserRecord[]> {
@@ -171,9 +215,15 @@ export class MongoIdentityStore implements IdentityStore {
     return docs.map(stripMembership)
   }
 
-  async addMembership(m: MembershipRecord): Promise<void> {
+  async addMembership(m: MembershipRecord, audit: AuditEntry[] = []): Promise<void> {
+    const doc = { _id: membershipId(m.organizationId, m.userId), ...m }
     try {
-      await this.memberships.insertOne({ _id: membershipId(m.organizationId, m.userId), ...m })
+      if (audit.length === 0) await this.memberships.insertOne(doc)
+      else
+        await mongoTransaction(this.client, async (session) => {
+          await this.memberships.insertOne({ ...doc }, { session })
+          await this.auditOutbox.insert(audit, session)
+        })
     } catch (err) {
       if (isDuplicateKey(err)) throw new DuplicateError('membership')
       throw err
@@ -184,6 +234,7 @@ export class MongoIdentityStore implements IdentityStore {
     organizationId: string,
     userId: string,
     change: MembershipChange,
+    audit?: MembershipAudit,
   ): Promise<MembershipChangeResult> {
     const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
@@ -213,6 +264,7 @@ export class MongoIdentityStore implements IdentityStore {
         }
         if (next === null) {
           await this.memberships.deleteOne({ _id: doc._id }, { session })
+          if (audit) await this.auditOutbox.insert(audit(current, null), session)
           result = { outcome: 'removed', membership: current }
           return
         }
@@ -221,6 +273,7 @@ export class MongoIdentityStore implements IdentityStore {
           { $set: { role: next.role, status: next.status } },
           { session },
         )
+        if (audit) await this.auditOutbox.insert(audit(current, next), session)
         result = { outcome: 'changed', membership: next }
       })
       return result
@@ -229,8 +282,15 @@ export class MongoIdentityStore implements IdentityStore {
     }
   }
 
-  async createApiKey(key: ApiKeyRecord): Promise<void> {
-    await this.keys.insertOne({ ...key })
+  async createApiKey(key: ApiKeyRecord, audit: AuditEntry[] = []): Promise<void> {
+    if (audit.length === 0) {
+      await this.keys.insertOne({ ...key })
+      return
+    }
+    await mongoTransaction(this.client, async (session) => {
+      await this.keys.insertOne({ ...key }, { session })
+      await this.auditOutbox.insert(audit, session)
+    })
   }
 
   async findApiKeyByHash(hash: string): Promise<ApiKeyRecord | null> {
@@ -241,17 +301,43 @@ export class MongoIdentityStore implements IdentityStore {
     return this.keys.find({ organizationId }).sort({ createdAt: 1, _id: 1 }).toArray()
   }
 
-  async revokeApiKey(organizationId: string, keyId: string, at: string): Promise<ApiKeyRecord | null> {
-    await this.keys.updateOne({ _id: keyId, organizationId, revokedAt: null }, { $set: { revokedAt: at } })
-    return this.keys.findOne({ _id: keyId, organizationId })
+  async revokeApiKey(
+    organizationId: string,
+    keyId: string,
+    at: string,
+    audit?: (key: ApiKeyRecord) => AuditEntry[],
+  ): Promise<ApiKeyRecord | null> {
+    if (!audit) {
+      await this.keys.updateOne({ _id: keyId, organizationId, revokedAt: null }, { $set: { revokedAt: at } })
+      return this.keys.findOne({ _id: keyId, organizationId })
+    }
+    return mongoTransaction(this.client, async (session) => {
+      const { modifiedCount } = await this.keys.updateOne(
+        { _id: keyId, organizationId, revokedAt: null },
+        { $set: { revokedAt: at } },
+        { session },
+      )
+      const key = await this.keys.findOne({ _id: keyId, organizationId }, { session })
+      // Only the call that revoked the key records it.
+      if (key && modifiedCount === 1) await this.auditOutbox.insert(audit(key), session)
+      return key
+    })
   }
 
   async touchApiKey(keyId: string, at: string): Promise<void> {
     await this.keys.updateOne({ _id: keyId }, { $set: { lastUsedAt: at } })
   }
 
-  async createRefreshToken(token: RefreshTokenRecord): Promise<void> {
-    await this.refreshTokens.insertOne({ ...token, expireAt: new Date(token.expiresAt) })
+  async createRefreshToken(token: RefreshTokenRecord, audit: AuditEntry[] = []): Promise<void> {
+    const doc = { ...token, expireAt: new Date(token.expiresAt) }
+    if (audit.length === 0) {
+      await this.refreshTokens.insertOne(doc)
+      return
+    }
+    await mongoTransaction(this.client, async (session) => {
+      await this.refreshTokens.insertOne({ ...doc }, { session })
+      await this.auditOutbox.insert(audit, session)
+    })
   }
 
   async useRefreshToken(

@@ -1,5 +1,10 @@
 import type { DatabaseSync } from 'node:sqlite'
+import type { AuditEntry } from '@pm/contracts'
 import {
+  AUDIT_OUTBOX_SCHEMA,
+  type AuditOutbox,
+  insertAuditOutbox,
+  sqliteAuditOutbox,
   isUniqueViolation,
   closeSqlite,
   openSqlite,
@@ -15,6 +20,7 @@ import {
   DuplicateError,
   type IdentityStore,
   type MembershipChange,
+  type MembershipAudit,
   type MembershipChangeResult,
   type MembershipRecord,
   type OrganizationChange,
@@ -50,6 +56,8 @@ const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS signing_keys (
     kid TEXT PRIMARY KEY, alg TEXT NOT NULL, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
     created_at TEXT NOT NULL)`,
+  // Audit entries written with their change, until the relay has published them (DESIGN section 15).
+  ...AUDIT_OUTBOX_SCHEMA,
 ]
 
 type Row = SqliteRow
@@ -149,10 +157,26 @@ function toSigningKey(r: Row): SigningKeyRecord {
 
 export class SqliteIdentityStore implements IdentityStore {
   private readonly db: DatabaseSync
+  private readonly outbox: AuditOutbox
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
     migrateIdentity(this.db)
+    this.outbox = sqliteAuditOutbox(() => this.db)
+  }
+
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.outbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.outbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.outbox.pruneAuditOutbox(before)
+  }
+
+  async recordAudit(entries: AuditEntry[]): Promise<void> {
+    transaction(this.db, () => insertAuditOutbox(this.db, entries))
   }
 
   private one(sql: string, ...params: (string | number | null)[]): Row | undefined {
@@ -183,7 +207,11 @@ export class SqliteIdentityStore implements IdentityStore {
     return r ? toUser(r) : null
   }
 
-  async createOrganization(org: OrganizationRecord, owner: MembershipRecord): Promise<void> {
+  async createOrganization(
+    org: OrganizationRecord,
+    owner: MembershipRecord,
+    audit: AuditEntry[] = [],
+  ): Promise<void> {
     try {
       transaction(this.db, () => {
         this.db
@@ -196,6 +224,7 @@ export class SqliteIdentityStore implements IdentityStore {
             'INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)',
           )
           .run(owner.organizationId, owner.userId, owner.role, owner.status, owner.createdAt)
+        insertAuditOutbox(this.db, audit)
       })
     } catch (err) {
       if (isUniqueViolation(err)) throw new DuplicateError('organization')
@@ -240,19 +269,25 @@ export class SqliteIdentityStore implements IdentityStore {
     id: string,
     change: OrganizationChange,
     at: string,
+    audit: AuditEntry[] = [],
   ): Promise<OrganizationRecord | null> {
-    this.db
-      .prepare(
-        `UPDATE organizations SET name = COALESCE(?, name),
-         protected_environments = COALESCE(?, protected_environments), updated_at = ? WHERE id = ?`,
-      )
-      .run(
-        change.name ?? null,
-        change.protectedEnvironments ? JSON.stringify(change.protectedEnvironments) : null,
-        at,
-        id,
-      )
-    return this.getOrganization(id)
+    return transaction(this.db, () => {
+      const { changes } = this.db
+        .prepare(
+          `UPDATE organizations SET name = COALESCE(?, name),
+           protected_environments = COALESCE(?, protected_environments), updated_at = ? WHERE id = ?`,
+        )
+        .run(
+          change.name ?? null,
+          change.protectedEnvironments ? JSON.stringify(change.protectedEnvironments) : null,
+          at,
+          id,
+        )
+      if (Number(changes) === 0) return null
+      insertAuditOutbox(this.db, audit)
+      const r = queryOne(this.db, 'SELECT * FROM organizations WHERE id = ?', id)
+      return r ? toOrg(r) : null
+    })
   }
 
   async findUsersByIds(ids: string[]): Promise<UserRecord[]> {
@@ -272,13 +307,16 @@ export class SqliteIdentityStore implements IdentityStore {
     ).map(toMembership)
   }
 
-  async addMembership(m: MembershipRecord): Promise<void> {
+  async addMembership(m: MembershipRecord, audit: AuditEntry[] = []): Promise<void> {
     try {
-      this.db
-        .prepare(
-          'INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)',
-        )
-        .run(m.organizationId, m.userId, m.role, m.status, m.createdAt)
+      transaction(this.db, () => {
+        this.db
+          .prepare(
+            'INSERT INTO memberships (organization_id, user_id, role, status, created_at) VALUES (?, ?, ?, ?, ?)',
+          )
+          .run(m.organizationId, m.userId, m.role, m.status, m.createdAt)
+        insertAuditOutbox(this.db, audit)
+      })
     } catch (err) {
       if (isUniqueViolation(err)) throw new DuplicateError('membership')
       throw err
@@ -289,6 +327,7 @@ export class SqliteIdentityStore implements IdentityStore {
     organizationId: string,
     userId: string,
     change: MembershipChange,
+    audit?: MembershipAudit,
   ): Promise<MembershipChangeResult> {
     // BEGIN IMMEDIATE serialises writers, so two owners demoting each other cannot both pass.
     return transaction(this.db, (): MembershipChangeResult => {
@@ -317,16 +356,25 @@ export class SqliteIdentityStore implements IdentityStore {
         this.db
           .prepare('DELETE FROM memberships WHERE organization_id = ? AND user_id = ?')
           .run(organizationId, userId)
+        if (audit) insertAuditOutbox(this.db, audit(current, null))
         return { outcome: 'removed', membership: current }
       }
       this.db
         .prepare('UPDATE memberships SET role = ?, status = ? WHERE organization_id = ? AND user_id = ?')
         .run(next.role, next.status, organizationId, userId)
+      if (audit) insertAuditOutbox(this.db, audit(current, next))
       return { outcome: 'changed', membership: next }
     })
   }
 
-  async createApiKey(k: ApiKeyRecord): Promise<void> {
+  async createApiKey(k: ApiKeyRecord, audit: AuditEntry[] = []): Promise<void> {
+    transaction(this.db, () => {
+      this.insertApiKey(k)
+      insertAuditOutbox(this.db, audit)
+    })
+  }
+
+  private insertApiKey(k: ApiKeyRecord): void {
     this.db
       .prepare(
         `INSERT INTO api_keys (id, organization_id, name, prefix, hash, scopes, expires_at, rate_limit,
@@ -361,28 +409,48 @@ export class SqliteIdentityStore implements IdentityStore {
     ).map(toKey)
   }
 
-  async revokeApiKey(organizationId: string, keyId: string, at: string): Promise<ApiKeyRecord | null> {
-    this.db
-      .prepare(
-        'UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL',
+  async revokeApiKey(
+    organizationId: string,
+    keyId: string,
+    at: string,
+    audit?: (key: ApiKeyRecord) => AuditEntry[],
+  ): Promise<ApiKeyRecord | null> {
+    return transaction(this.db, () => {
+      const { changes } = this.db
+        .prepare(
+          'UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL',
+        )
+        .run(at, keyId, organizationId)
+      const r = queryOne(
+        this.db,
+        'SELECT * FROM api_keys WHERE id = ? AND organization_id = ?',
+        keyId,
+        organizationId,
       )
-      .run(at, keyId, organizationId)
-    const r = queryOne(
-      this.db,
-      'SELECT * FROM api_keys WHERE id = ? AND organization_id = ?',
-      keyId,
-      organizationId,
-    )
-    return r ? toKey(r) : null
+      const key = r ? toKey(r) : null
+      if (key && audit && Number(changes) === 1) insertAuditOutbox(this.db, audit(key))
+      return key
+    })
   }
 
   async touchApiKey(keyId: string, at: string): Promise<void> {
     this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, keyId)
   }
 
-  async createRefreshToken(t: RefreshTokenRecord): Promise<void> {
+  async createRefreshToken(t: RefreshTokenRecord, audit: AuditEntry[] = []): Promise<void> {
     // Expired tokens are useless (refused either way): clear them as new ones arrive.
     this.db.prepare('DELETE FROM refresh_tokens WHERE expires_at < ?').run(t.createdAt)
+    if (audit.length === 0) {
+      this.insertRefreshToken(t)
+      return
+    }
+    transaction(this.db, () => {
+      this.insertRefreshToken(t)
+      insertAuditOutbox(this.db, audit)
+    })
+  }
+
+  private insertRefreshToken(t: RefreshTokenRecord): void {
     this.db
       .prepare(
         `INSERT INTO refresh_tokens (id, family_id, user_id, organization_id, hash, created_at, expires_at,

@@ -1,4 +1,12 @@
-import type { EnvironmentName, MembershipStatus, RateLimitSetting, Role, Scope } from '@pm/contracts'
+import type {
+  AuditEntry,
+  EnvironmentName,
+  MembershipStatus,
+  RateLimitSetting,
+  Role,
+  Scope,
+} from '@pm/contracts'
+import type { AuditOutbox } from '@pm/kit'
 
 export interface UserRecord {
   _id: string
@@ -89,16 +97,21 @@ export class DuplicateError extends Error {
   }
 }
 
+/** The audit entries of a membership change, built from the membership before and after (null: removed). */
+export type MembershipAudit = (before: MembershipRecord, after: MembershipRecord | null) => AuditEntry[]
+
 /**
  * Identity's data. Every method is atomic on its own; `createOrganization` writes the
- * organization and its OWNER membership together.
+ * organization and its OWNER membership together. A method given `audit` entries writes them
+ * into the audit outbox in the same transaction as its change, and only when the change is made
+ * (DESIGN section 15); the AuditRelay publishes them.
  */
-export interface IdentityStore {
+export interface IdentityStore extends AuditOutbox {
   createUser(user: UserRecord): Promise<void>
   findUserByEmail(email: string): Promise<UserRecord | null>
   findUserById(id: string): Promise<UserRecord | null>
 
-  createOrganization(org: OrganizationRecord, owner: MembershipRecord): Promise<void>
+  createOrganization(org: OrganizationRecord, owner: MembershipRecord, audit?: AuditEntry[]): Promise<void>
   getOrganization(id: string): Promise<OrganizationRecord | null>
   findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null>
   /** Organizations where the user holds an ACTIVE membership, oldest first. */
@@ -106,12 +119,17 @@ export interface IdentityStore {
   getMembership(organizationId: string, userId: string): Promise<MembershipRecord | null>
   isSlugTaken(slug: string): Promise<boolean>
   /** Renames; the slug stays. Null when the organization does not exist. */
-  updateOrganization(id: string, change: OrganizationChange, at: string): Promise<OrganizationRecord | null>
+  updateOrganization(
+    id: string,
+    change: OrganizationChange,
+    at: string,
+    audit?: AuditEntry[],
+  ): Promise<OrganizationRecord | null>
   findUsersByIds(ids: string[]): Promise<UserRecord[]>
   /** Every membership of the organization (any status), oldest first. */
   listMemberships(organizationId: string): Promise<MembershipRecord[]>
   /** Throws DuplicateError when the user is already a member. */
-  addMembership(membership: MembershipRecord): Promise<void>
+  addMembership(membership: MembershipRecord, audit?: AuditEntry[]): Promise<void>
   /**
    * Changes or removes a membership atomically, refusing ('last-owner') when the
    * organization would be left without an ACTIVE OWNER.
@@ -120,16 +138,29 @@ export interface IdentityStore {
     organizationId: string,
     userId: string,
     change: MembershipChange,
+    audit?: MembershipAudit,
   ): Promise<MembershipChangeResult>
 
-  createApiKey(key: ApiKeyRecord): Promise<void>
+  createApiKey(key: ApiKeyRecord, audit?: AuditEntry[]): Promise<void>
   findApiKeyByHash(hash: string): Promise<ApiKeyRecord | null>
   listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>
-  /** Sets revokedAt once; returns the key (null when it is not in that organization). */
-  revokeApiKey(organizationId: string, keyId: string, at: string): Promise<ApiKeyRecord | null>
+  /**
+   * Sets revokedAt once; returns the key (null when it is not in that organization). The `audit`
+   * entries (built from the revoked key) are written only by the call that revokes it: a
+   * repeated revoke changes nothing.
+   */
+  revokeApiKey(
+    organizationId: string,
+    keyId: string,
+    at: string,
+    audit?: (key: ApiKeyRecord) => AuditEntry[],
+  ): Promise<ApiKeyRecord | null>
   touchApiKey(keyId: string, at: string): Promise<void>
 
-  createRefreshToken(token: RefreshTokenRecord): Promise<void>
+  /** With `audit`: the sign-in's entries, written with the session. */
+  createRefreshToken(token: RefreshTokenRecord, audit?: AuditEntry[]): Promise<void>
+  /** Audit entries of something that changes nothing else (a failed sign-in). */
+  recordAudit(entries: AuditEntry[]): Promise<void>
   /**
    * Marks the token used if it is neither used nor revoked. Returns the token as stored
    * before the call and whether this call was the one that used it; null when unknown.

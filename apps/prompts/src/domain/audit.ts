@@ -1,6 +1,8 @@
-import type { AuditActor, AuditEntry } from '@pm/contracts'
-import { newId } from '@pm/kit'
+import type { AuditAction, AuditEntry } from '@pm/contracts'
+import { type AuditContext, auditEntry } from '@pm/kit'
 import type { OutboxRecord } from '../store/types.ts'
+
+export type { AuditContext } from '@pm/kit'
 
 /**
  * Audit entries (DESIGN section 15) travel as outbox rows: written in the transaction of their
@@ -10,32 +12,15 @@ import type { OutboxRecord } from '../store/types.ts'
  */
 export const AUDIT_SUBJECT = 'pm.audit.entry'
 
-/** Who made a change, from where, in which request. */
-export interface AuditContext {
-  actor: AuditActor
-  requestId: string
-  ip: string
-}
-
 export function auditRow(
   ctx: AuditContext | undefined,
   organizationId: string,
-  action: string,
+  action: AuditAction,
   resource: { type: string; id: string },
   summary: string,
 ): OutboxRecord[] {
   if (!ctx) return []
-  const entry: AuditEntry = {
-    id: newId(),
-    at: new Date().toISOString(),
-    organizationId,
-    actor: ctx.actor,
-    action,
-    resource,
-    requestId: ctx.requestId,
-    ip: ctx.ip,
-    summary: summary.slice(0, 500),
-  }
+  const entry = auditEntry(ctx, organizationId, action, resource, summary)
   return [
     {
       _id: entry.id,

@@ -203,14 +203,18 @@ export class MongoPromptStore implements PromptStore {
     const entry = row.payload as AuditEntry
     // Idempotent by entry id: a relay that stopped after this and before marking the row sent
     // copies it again, which changes nothing.
-    await this.audit.updateOne({ _id: entry.id }, { $setOnInsert: auditDoc(entry) }, { upsert: true })
+    await this.ingestAudit(entry)
     await this.outbox.updateOne({ _id: row._id }, { $set: { sentAt: at } })
+  }
+
+  async ingestAudit(entry: AuditEntry): Promise<void> {
+    await this.audit.updateOne({ _id: entry.id }, { $setOnInsert: auditDoc(entry) }, { upsert: true })
   }
 
   async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
     const query: Filter<AuditDoc> = { organizationId: filter.organizationId }
     if (filter.actor !== undefined) query['actor.id'] = filter.actor
-    if (filter.action !== undefined) query.action = filter.action
+    if (filter.action !== undefined) query.action = filter.action as AuditEntry['action']
     if (filter.resourceId !== undefined) query['resource.id'] = filter.resourceId
     if (filter.from !== undefined || filter.to !== undefined) {
       query.at = {

@@ -301,30 +301,38 @@ export class SqlitePromptStore implements PromptStore {
     )
   }
 
+  /** Inserts an entry unless its id is known (a relayed or copied entry may come twice). */
+  private insertAudit(e: AuditEntry): void {
+    this.db
+      .prepare(
+        `INSERT INTO audit_log (id, organization_id, at, actor_type, actor_id, actor_name, action, resource_type,
+         resource_id, request_id, ip, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+      )
+      .run(
+        e.id,
+        e.organizationId,
+        e.at,
+        e.actor.type,
+        e.actor.id,
+        e.actor.name,
+        e.action,
+        e.resource.type,
+        e.resource.id,
+        e.requestId,
+        e.ip,
+        e.summary,
+      )
+  }
+
   async recordAudit(row: OutboxRecord, at: string): Promise<void> {
-    const e = row.payload as AuditEntry
     transaction(this.db, () => {
-      this.db
-        .prepare(
-          `INSERT INTO audit_log (id, organization_id, at, actor_type, actor_id, actor_name, action, resource_type,
-           resource_id, request_id, ip, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-        )
-        .run(
-          e.id,
-          e.organizationId,
-          e.at,
-          e.actor.type,
-          e.actor.id,
-          e.actor.name,
-          e.action,
-          e.resource.type,
-          e.resource.id,
-          e.requestId,
-          e.ip,
-          e.summary,
-        )
+      this.insertAudit(row.payload as AuditEntry)
       this.db.prepare('UPDATE outbox SET sent_at = ? WHERE id = ?').run(at, row._id)
     })
+  }
+
+  async ingestAudit(entry: AuditEntry): Promise<void> {
+    this.insertAudit(entry)
   }
 
   async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
@@ -367,7 +375,7 @@ export class SqlitePromptStore implements PromptStore {
           id: s(r.actor_id),
           name: s(r.actor_name),
         },
-        action: s(r.action),
+        action: s(r.action) as AuditEntry['action'],
         resource: { type: s(r.resource_type), id: s(r.resource_id) },
         requestId: s(r.request_id),
         ip: s(r.ip),

@@ -302,6 +302,8 @@ export interface PromptStore {
 
   /** Copies an audit row of the outbox into the audit log (once, by entry id) and marks it sent, atomically. */
   recordAudit(row: OutboxRecord, at: string): Promise<void>
+  /** Stores an entry another service relayed (identity, webhooks), once by entry id. */
+  ingestAudit(entry: AuditEntry): Promise<void>
   /** A workspace's audit entries, newest first. */
   listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }>
   /** Forgets entries older than `before` (AUDIT_RETENTION_DAYS). */

@@ -1,5 +1,5 @@
 import { API_ROUTES, AppError } from '@pm/contracts'
-import { route, type Service } from '@pm/kit'
+import { auditContextOf, route, type Service } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
 import type { Webhooks } from '../webhooks.ts'
 
@@ -36,7 +36,7 @@ export function webhookRoutes(app: Service, deps: { webhooks: Webhooks }): void 
 
   route(app, API_ROUTES.createWebhook, async (request, reply) => {
     const org = requireManager(request, request.params.id)
-    const created = await webhooks.create(org, request.body)
+    const created = await webhooks.create(org, request.body, auditContextOf(request))
     reply.code(201)
     return created
   })
@@ -48,12 +48,12 @@ export function webhookRoutes(app: Service, deps: { webhooks: Webhooks }): void 
 
   route(app, API_ROUTES.updateWebhook, async (request) => {
     const org = requireManager(request, request.params.id)
-    return webhooks.update(org, request.params.webhookId, request.body)
+    return webhooks.update(org, request.params.webhookId, request.body, auditContextOf(request))
   })
 
   route(app, API_ROUTES.deleteWebhook, async (request) => {
     const org = requireManager(request, request.params.id)
-    return webhooks.remove(org, request.params.webhookId)
+    return webhooks.remove(org, request.params.webhookId, auditContextOf(request))
   })
 
   route(app, API_ROUTES.testWebhook, async (request) => {

@@ -1,5 +1,11 @@
-import type { DeliveryStatus } from '@pm/contracts'
-import { dropReplacedIndex, onlyDuplicateKeys, TRANSACTION_OPTIONS } from '@pm/kit'
+import type { AuditEntry, DeliveryStatus } from '@pm/contracts'
+import {
+  dropReplacedIndex,
+  MongoAuditOutbox,
+  mongoTransaction,
+  onlyDuplicateKeys,
+  TRANSACTION_OPTIONS,
+} from '@pm/kit'
 import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AttemptRecord,
@@ -33,6 +39,8 @@ export class MongoWebhookStore implements WebhookStore {
   private readonly subscriptions: Collection<SubscriptionRecord>
   private readonly deliveries: Collection<DeliveryRecord>
   private readonly attempts: Collection<AttemptRecord>
+  /** Audit entries written in their change's transaction, until the relay has published them. */
+  private readonly auditOutbox: MongoAuditOutbox
   private readonly ownsClient: boolean
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
@@ -42,9 +50,21 @@ export class MongoWebhookStore implements WebhookStore {
     this.subscriptions = this.db.collection('subscriptions')
     this.deliveries = this.db.collection('deliveries')
     this.attempts = this.db.collection('attempts')
+    this.auditOutbox = new MongoAuditOutbox(this.db)
+  }
+
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.auditOutbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.auditOutbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.auditOutbox.pruneAuditOutbox(before)
   }
 
   async init(): Promise<void> {
+    await this.auditOutbox.init()
     // Every sort has its whole key, tie-break included, in an index after the equality fields,
     // so that MongoDB never sorts in memory (claimDue on the worker's hot path, listDeliveries,
     // listSubscriptions, subscriptionsFor).
@@ -64,8 +84,15 @@ export class MongoWebhookStore implements WebhookStore {
     ])
   }
 
-  async createSubscription(sub: SubscriptionRecord): Promise<void> {
-    await this.subscriptions.insertOne({ ...sub })
+  async createSubscription(sub: SubscriptionRecord, audit: AuditEntry[] = []): Promise<void> {
+    if (audit.length === 0) {
+      await this.subscriptions.insertOne({ ...sub })
+      return
+    }
+    await mongoTransaction(this.client, async (session) => {
+      await this.subscriptions.insertOne({ ...sub }, { session })
+      await this.auditOutbox.insert(audit, session)
+    })
   }
 
   async getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null> {
@@ -96,16 +123,28 @@ export class MongoWebhookStore implements WebhookStore {
     organizationId: string,
     id: string,
     patch: SubscriptionPatch,
+    audit: AuditEntry[] = [],
   ): Promise<SubscriptionRecord | null> {
     const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
-    return this.subscriptions.findOneAndUpdate(
-      { _id: id, organizationId },
-      { $set },
-      { returnDocument: 'after' },
-    )
+    if (audit.length === 0) {
+      return this.subscriptions.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set },
+        { returnDocument: 'after' },
+      )
+    }
+    return mongoTransaction(this.client, async (session) => {
+      const sub = await this.subscriptions.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set },
+        { returnDocument: 'after', session },
+      )
+      if (sub) await this.auditOutbox.insert(audit, session)
+      return sub
+    })
   }
 
-  async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
+  async deleteSubscription(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
     const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
       let deleted = false
@@ -115,6 +154,7 @@ export class MongoWebhookStore implements WebhookStore {
         if (deleted) {
           await this.attempts.deleteMany({ subscriptionId: id }, { session })
           await this.deliveries.deleteMany({ subscriptionId: id }, { session })
+          await this.auditOutbox.insert(audit, session)
         }
       })
       return deleted

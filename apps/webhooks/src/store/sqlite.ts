@@ -1,6 +1,10 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
-import type { DeliveryStatus } from '@pm/contracts'
+import type { AuditEntry, DeliveryStatus } from '@pm/contracts'
 import {
+  AUDIT_OUTBOX_SCHEMA,
+  type AuditOutbox,
+  insertAuditOutbox,
+  sqliteAuditOutbox,
   closeSqlite,
   openSqlite,
   transaction,
@@ -22,6 +26,8 @@ import type {
 } from './types.ts'
 
 const SCHEMA = [
+  // Audit entries written with their change, until the relay has published them (DESIGN section 15).
+  ...AUDIT_OUTBOX_SCHEMA,
   `CREATE TABLE IF NOT EXISTS subscriptions (
     id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,
     active INTEGER NOT NULL, secret TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
@@ -114,18 +120,37 @@ const COLUMNS: Record<keyof SubscriptionPatch, string> = {
 /** SQLite implementation (node:sqlite). Every multi-row change runs in one IMMEDIATE transaction. */
 export class SqliteWebhookStore implements WebhookStore {
   private readonly db: DatabaseSync
+  private readonly outbox: AuditOutbox
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
     // Freed space is zeroed, so a secret replaced by its sealed form leaves no clear copy behind.
     this.db.exec('PRAGMA secure_delete = ON')
+    this.outbox = sqliteAuditOutbox(() => this.db)
+  }
+
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.outbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.outbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.outbox.pruneAuditOutbox(before)
   }
 
   private run(sql: string, ...params: SQLInputValue[]): number {
     return Number(this.db.prepare(sql).run(...params).changes)
   }
 
-  async createSubscription(sub: SubscriptionRecord): Promise<void> {
+  async createSubscription(sub: SubscriptionRecord, audit: AuditEntry[] = []): Promise<void> {
+    transaction(this.db, () => {
+      this.insertSubscription(sub)
+      insertAuditOutbox(this.db, audit)
+    })
+  }
+
+  private insertSubscription(sub: SubscriptionRecord): void {
     this.run(
       `INSERT INTO subscriptions (id, organization_id, url, events, active, secret, created_at, updated_at,
        disabled_at, disabled_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -186,6 +211,7 @@ export class SqliteWebhookStore implements WebhookStore {
     organizationId: string,
     id: string,
     patch: SubscriptionPatch,
+    audit: AuditEntry[] = [],
   ): Promise<SubscriptionRecord | null> {
     const sets: string[] = []
     const params: SQLInputValue[] = []
@@ -204,12 +230,13 @@ export class SqliteWebhookStore implements WebhookStore {
         organizationId,
       )
       if (changed === 0) return null
+      insertAuditOutbox(this.db, audit)
       const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
       return r ? toSubscription(r) : null
     })
   }
 
-  async deleteSubscription(organizationId: string, id: string): Promise<boolean> {
+  async deleteSubscription(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
     return transaction(this.db, () => {
       const deleted = this.run(
         'DELETE FROM subscriptions WHERE id = ? AND organization_id = ?',
@@ -219,6 +246,7 @@ export class SqliteWebhookStore implements WebhookStore {
       if (deleted === 0) return false
       this.run('DELETE FROM attempts WHERE subscription_id = ?', id)
       this.run('DELETE FROM deliveries WHERE subscription_id = ?', id)
+      insertAuditOutbox(this.db, audit)
       return true
     })
   }

@@ -1,3 +1,5 @@
+import type { AuditEntry } from '@pm/contracts'
+import type { AuditOutbox } from '@pm/kit'
 import type { DeliveryStatus } from '@pm/contracts'
 
 export interface SubscriptionRecord {
@@ -79,8 +81,12 @@ export interface Page {
  * work queue: a worker claims due ones with a lease, so a restart picks up pending retries
  * and replicas never send the same attempt twice.
  */
-export interface WebhookStore {
-  createSubscription(sub: SubscriptionRecord): Promise<void>
+export interface WebhookStore extends AuditOutbox {
+  /**
+   * `audit`: the change's audit entries (DESIGN section 15), written into the audit outbox in the
+   * same transaction, and only when the change is made.
+   */
+  createSubscription(sub: SubscriptionRecord, audit?: AuditEntry[]): Promise<void>
   getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null>
   /** Without a workspace check: for the delivery worker. */
   getSubscriptionById(id: string): Promise<SubscriptionRecord | null>
@@ -94,9 +100,10 @@ export interface WebhookStore {
     organizationId: string,
     id: string,
     patch: SubscriptionPatch,
+    audit?: AuditEntry[],
   ): Promise<SubscriptionRecord | null>
   /** Removes the subscription with its deliveries and their attempts; false when it was not there. */
-  deleteSubscription(organizationId: string, id: string): Promise<boolean>
+  deleteSubscription(organizationId: string, id: string, audit?: AuditEntry[]): Promise<boolean>
 
   /**
    * Inserts the deliveries whose (eventId, subscriptionId) is new and skips the others, so an

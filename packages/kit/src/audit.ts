@@ -1,0 +1,325 @@
+import type { DatabaseSync } from 'node:sqlite'
+import { type AuditAction, type AuditActor, type AuditEntry, isAuditAction } from '@pm/contracts'
+import type { FastifyRequest } from 'fastify'
+import { type ClientSession, type Collection, type Db, type MongoClient, MongoServerError } from 'mongodb'
+import { newId } from './ids.ts'
+import { TRANSACTION_OPTIONS } from './mongo.ts'
+
+/**
+ * The audit log (DESIGN section 15): one entry per committed change, written in the change's
+ * own transaction. The prompts service keeps the log; identity and webhooks write their entries
+ * into an outbox of their own (`audit_outbox`) with the change, and an AuditRelay publishes them
+ * on the durable subject SUBJECTS.auditEntry (message id = entry id), which prompts stores
+ * idempotently by entry id. docs/decisions.md, "Release safety".
+ */
+
+/** Who made a change, from where, in which request. */
+export interface AuditContext {
+  actor: AuditActor
+  requestId: string
+  ip: string
+}
+
+/**
+ * The request's part of an entry: the client's address as the gateway saw it (`x-pm-client-ip`;
+ * a client cannot set it: the gateway strips `x-pm-*`) and the request id.
+ */
+export function requestOrigin(request: FastifyRequest): { requestId: string; ip: string } {
+  const ip = request.headers['x-pm-client-ip']
+  return { requestId: request.id, ip: typeof ip === 'string' ? ip : request.ip }
+}
+
+/**
+ * Who makes this change, for its audit entry: the user or API key of the signed caller context,
+ * named as the gateway named it (`actorName`: the user's display name or email, the key's name),
+ * else by its id. Undefined for any other caller (anonymous, service): such a change has no actor.
+ */
+export function auditContextOf(request: FastifyRequest): AuditContext | undefined {
+  const { caller } = request
+  const id = caller.kind === 'apiKey' ? caller.apiKeyId : caller.userId
+  if (!id || (caller.kind !== 'user' && caller.kind !== 'apiKey')) return undefined
+  return { actor: { type: caller.kind, id, name: caller.actorName || id }, ...requestOrigin(request) }
+}
+
+/** Summaries are short: at most this many characters (they may quote user-chosen text). */
+export const AUDIT_SUMMARY_MAX = 500
+
+export function auditEntry(
+  ctx: AuditContext,
+  organizationId: string,
+  action: AuditAction,
+  resource: { type: string; id: string },
+  summary: string,
+  at = new Date().toISOString(),
+): AuditEntry {
+  return {
+    id: newId(),
+    at,
+    organizationId,
+    actor: ctx.actor,
+    action,
+    resource,
+    requestId: ctx.requestId,
+    ip: ctx.ip,
+    summary: summary.slice(0, AUDIT_SUMMARY_MAX),
+  }
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string'
+const ID = /^[0-9a-f]{24}$/
+
+/** Whether a message off the bus is an audit entry (the ingesting side checks before it stores). */
+export function isAuditEntry(data: unknown): data is AuditEntry {
+  if (typeof data !== 'object' || data === null) return false
+  const e = data as Record<string, unknown>
+  const actor = e.actor as Record<string, unknown> | null | undefined
+  const resource = e.resource as Record<string, unknown> | null | undefined
+  return (
+    isString(e.id) &&
+    ID.test(e.id) &&
+    isString(e.at) &&
+    !Number.isNaN(Date.parse(e.at)) &&
+    isString(e.organizationId) &&
+    ID.test(e.organizationId) &&
+    typeof actor === 'object' &&
+    actor !== null &&
+    (actor.type === 'user' || actor.type === 'apiKey') &&
+    isString(actor.id) &&
+    isString(actor.name) &&
+    isAuditAction(e.action) &&
+    typeof resource === 'object' &&
+    resource !== null &&
+    isString(resource.type) &&
+    isString(resource.id) &&
+    isString(e.requestId) &&
+    isString(e.ip) &&
+    isString(e.summary)
+  )
+}
+
+/** A service's audit outbox: entries written with their change, waiting for the relay. */
+export interface AuditOutbox {
+  /** Entries not yet published, oldest first. */
+  pendingAudit(limit: number): Promise<AuditEntry[]>
+  markAuditSent(ids: string[], at: string): Promise<void>
+  /** Forgets entries published before `before`; returns how many. */
+  pruneAuditOutbox(before: string): Promise<number>
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite: a table beside the service's own, written inside the change's IMMEDIATE transaction.
+
+export const AUDIT_OUTBOX_SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS audit_outbox (
+    id TEXT PRIMARY KEY, payload TEXT NOT NULL, created_at TEXT NOT NULL, sent_at TEXT)`,
+  'CREATE INDEX IF NOT EXISTS audit_outbox_pending ON audit_outbox(sent_at, created_at, id)',
+]
+
+/** Inserts entries; call it inside the transaction of the change they record. */
+export function insertAuditOutbox(db: DatabaseSync, entries: readonly AuditEntry[]): void {
+  if (entries.length === 0) return
+  const insert = db.prepare(
+    'INSERT INTO audit_outbox (id, payload, created_at, sent_at) VALUES (?, ?, ?, NULL)',
+  )
+  for (const e of entries) insert.run(e.id, JSON.stringify(e), e.at)
+}
+
+/** The AuditOutbox of a SQLite store whose schema includes AUDIT_OUTBOX_SCHEMA. */
+export function sqliteAuditOutbox(db: () => DatabaseSync): AuditOutbox {
+  return {
+    async pendingAudit(limit) {
+      const rows = db()
+        .prepare('SELECT payload FROM audit_outbox WHERE sent_at IS NULL ORDER BY created_at, id LIMIT ?')
+        .all(limit) as { payload: string }[]
+      return rows.map((r) => JSON.parse(r.payload) as AuditEntry)
+    },
+    async markAuditSent(ids, at) {
+      if (ids.length === 0) return
+      db()
+        .prepare(`UPDATE audit_outbox SET sent_at = ? WHERE id IN (${ids.map(() => '?').join(', ')})`)
+        .run(at, ...ids)
+    },
+    async pruneAuditOutbox(before) {
+      return Number(
+        db().prepare('DELETE FROM audit_outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
+          .changes,
+      )
+    },
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MongoDB: a collection written in the change's multi-document transaction.
+
+/** An outbox document: its `_id` is the entry's id. */
+export interface AuditOutboxDoc {
+  _id: string
+  entry: AuditEntry
+  createdAt: string
+  sentAt: string | null
+}
+
+/**
+ * Runs `fn` in a transaction (TRANSACTION_OPTIONS) and returns what it returned. The driver may
+ * run `fn` more than once (a transient error retries the whole transaction): `fn` must pass the
+ * session to every operation and must not swallow their errors.
+ */
+export async function mongoTransaction<T>(
+  client: MongoClient,
+  fn: (session: ClientSession) => Promise<T>,
+): Promise<T> {
+  const session = client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
+  try {
+    return await session.withTransaction(() => fn(session))
+  } finally {
+    await session.endSession()
+  }
+}
+
+/**
+ * Creates a collection that only transactions write to, so that no transaction has to create
+ * it (allowed since MongoDB 4.4, but not in a cross-shard transaction).
+ */
+export async function ensureCollection(db: Db, name: string): Promise<void> {
+  const found = await db.listCollections({ name }, { nameOnly: true }).toArray()
+  if (found.length > 0) return
+  try {
+    await db.createCollection(name)
+  } catch (err) {
+    // Another replica created it at the same moment (NamespaceExists).
+    if (!(err instanceof MongoServerError && err.code === 48)) throw err
+  }
+}
+
+/** The `audit_outbox` collection of a service's database. */
+export class MongoAuditOutbox implements AuditOutbox {
+  private readonly db: Db
+  private readonly docs: Collection<AuditOutboxDoc>
+
+  constructor(db: Db) {
+    this.db = db
+    this.docs = db.collection<AuditOutboxDoc>('audit_outbox')
+  }
+
+  async init(): Promise<void> {
+    await ensureCollection(this.db, 'audit_outbox')
+    // pendingAudit's filter and sort, tie-break included: no in-memory sort.
+    await this.docs.createIndex({ sentAt: 1, createdAt: 1, _id: 1 })
+  }
+
+  /** Inserts entries in the change's transaction (`session`). */
+  async insert(entries: readonly AuditEntry[], session: ClientSession): Promise<void> {
+    if (entries.length === 0) return
+    await this.docs.insertMany(
+      entries.map((entry) => ({ _id: entry.id, entry, createdAt: entry.at, sentAt: null })),
+      { session },
+    )
+  }
+
+  async pendingAudit(limit: number): Promise<AuditEntry[]> {
+    const docs = await this.docs.find({ sentAt: null }).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()
+    return docs.map((d) => d.entry)
+  }
+
+  async markAuditSent(ids: string[], at: string): Promise<void> {
+    if (ids.length === 0) return
+    await this.docs.updateMany({ _id: { $in: ids } }, { $set: { sentAt: at } })
+  }
+
+  async pruneAuditOutbox(before: string): Promise<number> {
+    // `$lt` with a string matches strings only: unsent entries (null) stay.
+    return (await this.docs.deleteMany({ sentAt: { $lt: before } })).deletedCount
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The relay.
+
+export interface AuditRelayOptions {
+  /** Publishes one entry durably (JetStream: resolves once stored or recognised as a duplicate). */
+  publish(subject: string, entry: AuditEntry, msgId: string): Promise<void>
+  subject: string
+  log: { warn(obj: object, msg: string): void }
+  /** How often to look for entries not yet sent (a write also wakes the relay: `kick`). */
+  pollMs?: number
+  /** Sent entries are forgotten after this long (past JetStream's one-hour duplicate window). */
+  retainMs?: number
+}
+
+const BATCH = 100
+const PRUNE_EVERY_MS = 60 * 60 * 1000
+
+/**
+ * Publishes a service's audit outbox. An entry is marked sent after the bus has stored it, so a
+ * crash before the publish leaves it unsent for the next start, and a crash after it republishes
+ * a message id the bus drops as a duplicate (and prompts' insert ignores a known id).
+ */
+export class AuditRelay {
+  private readonly outbox: AuditOutbox
+  private readonly opts: Required<AuditRelayOptions>
+  private timer: NodeJS.Timeout | undefined
+  private running: Promise<void> | undefined
+  private again = false
+  private stopped = true
+  private lastPrune = 0
+
+  constructor(outbox: AuditOutbox, opts: AuditRelayOptions) {
+    this.outbox = outbox
+    this.opts = { pollMs: 1_000, retainMs: 24 * 60 * 60 * 1000, ...opts }
+  }
+
+  start(): void {
+    this.stopped = false
+    this.kick()
+  }
+
+  /** Runs a pass now (after a write); a pass already running runs once more. */
+  kick(): void {
+    if (this.stopped) return
+    if (this.running) {
+      this.again = true
+      return
+    }
+    clearTimeout(this.timer)
+    this.running = this.pass()
+    void this.running.then(() => {
+      this.running = undefined
+      if (this.stopped) return
+      if (this.again) {
+        this.again = false
+        this.kick()
+      } else this.timer = setTimeout(() => this.kick(), this.opts.pollMs)
+    })
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      for (;;) {
+        const batch = await this.outbox.pendingAudit(BATCH)
+        const sent: string[] = []
+        try {
+          for (const entry of batch) {
+            if (this.stopped) break
+            await this.opts.publish(this.opts.subject, entry, entry.id)
+            sent.push(entry.id)
+          }
+        } finally {
+          await this.outbox.markAuditSent(sent, new Date().toISOString())
+        }
+        if (this.stopped || batch.length < BATCH) break
+      }
+      if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
+        this.lastPrune = Date.now()
+        await this.outbox.pruneAuditOutbox(new Date(Date.now() - this.opts.retainMs).toISOString())
+      }
+    } catch (err) {
+      this.opts.log.warn({ err }, 'audit relay pass failed; will retry')
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    clearTimeout(this.timer)
+    await this.running
+  }
+}
