@@ -49,6 +49,7 @@ describe('version.published survives a crash of the prompts process', () => {
   beforeAll(async () => {
     stack = await startStack({
       OUTBOX_RELAY_DELAY_MS: String(RELAY_DELAY_MS),
+      AUDIT_RELAY_DELAY_MS: String(RELAY_DELAY_MS),
       // A durable consumer of its own: another stack on the same NATS must not take this one's entries.
       AUDIT_CONSUMER: `prompts-audit-e2e-${newId()}`,
     })
@@ -283,6 +284,56 @@ describe('version.published survives a crash of the prompts process', () => {
     expect(signIns.length).toBeGreaterThanOrEqual(1)
     expect(signIns[0]?.actor.name).toBe(adminName)
   }, 40_000)
+
+  it(
+    'loses no audit entry of identity or webhooks when each is killed between its change and the relay (issue 29)',
+    async () => {
+      const org = admin.organizationId
+      const key = data<{ apiKey: { _id: string } }>(
+        await user('POST', `/api/v1/organizations/${org}/api-keys`, {
+          name: 'Crash key',
+          scopes: ['prompts:read'],
+        }),
+        201,
+      )
+      const hook = data<{ webhook: { _id: string } }>(
+        await user('POST', `/api/v1/organizations/${org}/webhooks`, { url: 'http://127.0.0.1:9/crash' }),
+        201,
+      )
+      // Within the relay delay: both entries are committed with their changes and not yet sent.
+      await Promise.all([stack.processes.identity?.kill(), stack.processes.webhooks?.kill()])
+      const pending = (file: string, resourceId: string) => {
+        const db = new DatabaseSync(join(stack.dataDir, file))
+        try {
+          return (
+            db.prepare('SELECT payload, sent_at FROM audit_outbox').all() as {
+              payload: string
+              sent_at: string | null
+            }[]
+          ).filter((r) => (JSON.parse(r.payload) as { resource: { id: string } }).resource.id === resourceId)
+        } finally {
+          db.close()
+        }
+      }
+      expect(pending('identity.db', key.apiKey._id)).toEqual([expect.objectContaining({ sent_at: null })])
+      expect(pending('webhooks.db', hook.webhook._id)).toEqual([expect.objectContaining({ sent_at: null })])
+
+      await Promise.all([stack.restart('identity'), stack.restart('webhooks')])
+      type Log = { entries: { action: string; resource: { id: string } }[] }
+      const entriesFor = async (resourceId: string) =>
+        data<Log>(await user('GET', `/api/v1/organizations/${org}/audit-log?resourceId=${resourceId}`))
+          .entries
+      await vi.waitFor(
+        async () => {
+          expect((await entriesFor(key.apiKey._id)).map((e) => e.action)).toEqual(['apiKey.created'])
+          expect((await entriesFor(hook.webhook._id)).map((e) => e.action)).toEqual(['webhook.created'])
+        },
+        { timeout: RELAY_DELAY_MS + 15_000, interval: 200 },
+      )
+      expect(pending('identity.db', key.apiKey._id)[0]?.sent_at).not.toBeNull()
+    },
+    RELAY_DELAY_MS + 60_000,
+  )
 
   it('does not deliver twice when the crash comes after the send but before it is marked sent', async () => {
     const prompt = data<Prompt>(

@@ -68,6 +68,7 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
     subject: SUBJECTS.auditEntry,
     log: app.log,
     pollMs: config.AUDIT_RELAY_POLL_MS,
+    delayMs: config.AUDIT_RELAY_DELAY_MS,
   })
   // The browser session's refresh cookie (routes/auth.ts); nothing else reads cookies.
   await app.register(cookie)

@@ -100,6 +100,7 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
     subject: SUBJECTS.auditEntry,
     log: app.log,
     pollMs: config.AUDIT_RELAY_POLL_MS,
+    delayMs: config.AUDIT_RELAY_DELAY_MS,
   })
   const webhooks = new Webhooks({
     onAudit: () => relay.kick(),

@@ -69,4 +69,33 @@ describe('audit entries and their relay', () => {
     // n1 went out before the failure and was marked sent then; n2 and n3 on the next pass.
     expect(published).toEqual(['n1', 'n2', 'n3'])
   })
+
+  it('holds entries back for delayMs, then publishes each once, in order', async () => {
+    const now = Date.now()
+    const at = (ago: number) => new Date(now - ago).toISOString()
+    const entries = [
+      auditEntry(ctx, 'b'.repeat(24), 'member.added', { type: 'member', id: '1' }, 'old', at(5_000)),
+      auditEntry(ctx, 'b'.repeat(24), 'member.added', { type: 'member', id: '2' }, 'new', at(0)),
+    ]
+    const outbox = memoryOutbox(entries)
+    const published: { summary: string; after: number }[] = []
+    const relay = new AuditRelay(outbox, {
+      subject: 'pm.events.audit.entry',
+      pollMs: 60_000,
+      delayMs: 300,
+      log: { warn: () => {} },
+      publish: async (_subject, entry) => {
+        published.push({ summary: entry.summary, after: Date.now() - now })
+      },
+    })
+    relay.start()
+    // The old entry at once; the new one when it falls due, not at the next (one-minute) poll.
+    await vi.waitFor(() => expect(published.map((p) => p.summary)).toEqual(['old', 'new']), {
+      timeout: 2_000,
+      interval: 10,
+    })
+    await relay.stop()
+    expect(published[1]?.after).toBeGreaterThanOrEqual(300)
+    expect(outbox.sent.size).toBe(2)
+  })
 })

@@ -244,6 +244,12 @@ export interface AuditRelayOptions {
   pollMs?: number
   /** Sent entries are forgotten after this long (past JetStream's one-hour duplicate window). */
   retainMs?: number
+  /**
+   * Holds each entry back this long after its change before publishing it (default 0;
+   * `AUDIT_RELAY_DELAY_MS`, as prompts' `OUTBOX_RELAY_DELAY_MS`: the crash test uses it to stop a
+   * process while its entries are still in the outbox).
+   */
+  delayMs?: number
 }
 
 const BATCH = 100
@@ -262,10 +268,12 @@ export class AuditRelay {
   private again = false
   private stopped = true
   private lastPrune = 0
+  /** When the oldest entry held back by `delayMs` falls due (ms since the epoch), if any. */
+  private heldUntil: number | undefined
 
   constructor(outbox: AuditOutbox, opts: AuditRelayOptions) {
     this.outbox = outbox
-    this.opts = { pollMs: 1_000, retainMs: 24 * 60 * 60 * 1000, ...opts }
+    this.opts = { pollMs: 1_000, retainMs: 24 * 60 * 60 * 1000, delayMs: 0, ...opts }
   }
 
   start(): void {
@@ -288,25 +296,35 @@ export class AuditRelay {
       if (this.again) {
         this.again = false
         this.kick()
-      } else this.timer = setTimeout(() => this.kick(), this.opts.pollMs)
+      } else {
+        const due = this.heldUntil === undefined ? this.opts.pollMs : this.heldUntil - Date.now()
+        this.timer = setTimeout(() => this.kick(), Math.max(0, Math.min(this.opts.pollMs, due)))
+      }
     })
   }
 
   private async pass(): Promise<void> {
     try {
+      this.heldUntil = undefined
       for (;;) {
         const batch = await this.outbox.pendingAudit(BATCH)
         const sent: string[] = []
         try {
           for (const entry of batch) {
             if (this.stopped) break
+            // Oldest first: the first entry not yet due holds back the rest of the batch too.
+            const due = Date.parse(entry.at) + this.opts.delayMs
+            if (due > Date.now()) {
+              this.heldUntil = due
+              break
+            }
             await this.opts.publish(this.opts.subject, entry, entry.id)
             sent.push(entry.id)
           }
         } finally {
           await this.outbox.markAuditSent(sent, new Date().toISOString())
         }
-        if (this.stopped || batch.length < BATCH) break
+        if (this.stopped || this.heldUntil !== undefined || batch.length < BATCH) break
       }
       if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
         this.lastPrune = Date.now()

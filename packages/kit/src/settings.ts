@@ -53,4 +53,6 @@ export const busSettings = {
 export const auditRelaySettings = {
   /** How often the audit relay looks for entries not yet sent (a write also wakes it). */
   AUDIT_RELAY_POLL_MS: Type.Integer({ minimum: 10, default: 1000 }),
+  /** Holds each entry back this long before relaying it (the crash test uses it). */
+  AUDIT_RELAY_DELAY_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 0 }),
 }
