@@ -138,7 +138,7 @@ export function SplitEditor({
           // Rows are edited in place (controlled fields) and removed by position: the index is their key.
           <li key={i} className="split-row">
             <div className="field">
-              <label htmlFor={`${idBase}-v${i}`}>Variant {i + 1} version</label>
+              <label htmlFor={`${idBase}-v${i}`}>Variant {i + 1}</label>
               <select
                 id={`${idBase}-v${i}`}
                 value={row.versionId}
@@ -153,7 +153,9 @@ export function SplitEditor({
               </select>
             </div>
             <div className="field weight">
-              <label htmlFor={`${idBase}-w${i}`}>Variant {i + 1} weight (%)</label>
+              <label htmlFor={`${idBase}-w${i}`}>
+                Weight<span className="sr-only"> of variant {i + 1}</span> %
+              </label>
               <input
                 id={`${idBase}-w${i}`}
                 type="number"
@@ -214,6 +216,10 @@ export function SplitEditor({
 }
 
 const HISTORY_PAGE = 10
+
+/** A history entry's pin in a cell: "v2", or "Split v2 70% · v1 30%". */
+const pinned = (entry: EnvironmentHistoryEntry): string =>
+  `${entry.split ? 'Split ' : ''}${describeTarget(entry)}`
 
 /**
  * The environment's promotes, newest first: who, when, what was pinned and what it replaced;
@@ -281,13 +287,12 @@ export function EnvironmentHistory({
                     <When at={entry.promotedAt} />
                   </td>
                   <td data-label="Pinned">
-                    {entry.split ? 'Split ' : ''}
-                    {describeTarget(entry)}
+                    {pinned(entry)}
                     {current && <span className="badge badge-ok">live</span>}
                   </td>
                   <td data-label="Replaced">
                     {before ? (
-                      describeTarget(before)
+                      pinned(before)
                     ) : more ? (
                       <span className="muted">…</span>
                     ) : (

@@ -148,7 +148,7 @@ function ProtectedEnvironments({ organizationId }: { organizationId: string }) {
           <fieldset className="fieldset">
             <legend>Protect</legend>
             {ENVIRONMENTS.map((env) => (
-              <label key={env} className="check">
+              <label key={env} className="check protect-check">
                 <input
                   type="checkbox"
                   checked={value.includes(env)}
@@ -159,9 +159,10 @@ function ProtectedEnvironments({ organizationId }: { organizationId: string }) {
                   }}
                 />
                 <span>
-                  <strong>{env}</strong> <span className="hint">{ENV_HINTS[env]}</span>
+                  <strong>{env}</strong>
+                  {current.includes(env) && <span className="badge badge-warn">protected</span>}{' '}
+                  <span className="hint">{ENV_HINTS[env]}</span>
                 </span>
-                {current.includes(env) && <span className="badge badge-warn">protected</span>}
               </label>
             ))}
           </fieldset>
