@@ -271,6 +271,10 @@ describe('the dashboard: release safety', () => {
     const actions = await entries.locator('tbody tr td:nth-child(3)').allInnerTexts()
     expect(actions.filter((a) => a === 'environment.promoted')).toHaveLength(5)
     expect(actions.at(-1)).toBe('prompt.created')
+    // Actors by name (the members list), not by id.
+    expect(new Set(await entries.locator('tbody tr td:nth-child(2)').allInnerTexts())).toEqual(
+      new Set(['you']),
+    )
     await shots('release-prompt-audit')
     await page.getByRole('link', { name: "Open in the organization's log" }).click()
     await page.waitForURL(/\/settings\/audit-log\?resourceId=/)

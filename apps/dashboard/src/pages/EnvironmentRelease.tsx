@@ -264,61 +264,63 @@ export function EnvironmentHistory({
         <div className="muted small">Never promoted: the history starts with the first promote.</div>
       )}
       {visible.length > 0 && (
-        <table className="table rtable history-table" aria-labelledby={headingId}>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Pinned</th>
-              <th scope="col">Replaced</th>
-              <th scope="col">By</th>
-              <th scope="col">
-                <span className="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {visible.map((entry, i) => {
-              const before = entries[i + 1]
-              const current = pin !== null && i === 0 && sameTarget(entry, pin)
-              const canRollBack = pin !== null && !sameTarget(entry, pin)
-              return (
-                <tr key={`${entry.promotedAt}-${i}`}>
-                  <td data-label="When">
-                    <When at={entry.promotedAt} />
-                  </td>
-                  <td data-label="Pinned">
-                    {pinned(entry)}
-                    {current && <span className="badge badge-ok">live</span>}
-                  </td>
-                  <td data-label="Replaced">
-                    {before ? (
-                      pinned(before)
-                    ) : more ? (
-                      <span className="muted">…</span>
-                    ) : (
-                      <span className="muted">nothing</span>
-                    )}
-                  </td>
-                  <td data-label="By">{promoter(entry)}</td>
-                  <td data-label="">
-                    {canRollBack && (
-                      <button
-                        type="button"
-                        className="btn btn-small"
-                        onClick={() => {
-                          promote.reset()
-                          setTarget(entry)
-                        }}
-                      >
-                        {entry.split ? 'Roll back to this split' : `Roll back to v${entry.version}`}
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              )
-            })}
-          </tbody>
-        </table>
+        <div className="table-wrap">
+          <table className="table rtable history-table" aria-labelledby={headingId}>
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Pinned</th>
+                <th scope="col">Replaced</th>
+                <th scope="col">By</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {visible.map((entry, i) => {
+                const before = entries[i + 1]
+                const current = pin !== null && i === 0 && sameTarget(entry, pin)
+                const canRollBack = pin !== null && !sameTarget(entry, pin)
+                return (
+                  <tr key={`${entry.promotedAt}-${i}`}>
+                    <td data-label="When">
+                      <When at={entry.promotedAt} />
+                    </td>
+                    <td data-label="Pinned">
+                      {pinned(entry)}
+                      {current && <span className="badge badge-ok">live</span>}
+                    </td>
+                    <td data-label="Replaced">
+                      {before ? (
+                        pinned(before)
+                      ) : more ? (
+                        <span className="muted">…</span>
+                      ) : (
+                        <span className="muted">nothing</span>
+                      )}
+                    </td>
+                    <td data-label="By">{promoter(entry)}</td>
+                    <td data-label="">
+                      {canRollBack && (
+                        <button
+                          type="button"
+                          className="btn btn-small"
+                          onClick={() => {
+                            promote.reset()
+                            setTarget(entry)
+                          }}
+                        >
+                          {entry.split ? 'Roll back to this split' : `Roll back to v${entry.version}`}
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                )
+              })}
+            </tbody>
+          </table>
+        </div>
       )}
       {more && (
         <button

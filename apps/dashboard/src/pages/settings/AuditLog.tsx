@@ -11,11 +11,38 @@ import {
   KNOWN_AUDIT_ACTIONS,
   localToIso,
 } from '../../release.ts'
+import { usePeople } from '../../people.ts'
 import { client, useSignedIn } from '../../session.ts'
 import { downloadText, Empty, ErrorBanner, Loading, Pager } from '../../ui.tsx'
 import { isManager, NotAllowed, settingsKeys, useMembers, useMyRole } from './common.tsx'
 
 const PAGE_SIZE = 25
+
+/**
+ * Who an entry's actor is, by name: a member from the members list, an API key from the keys
+ * list (an entry may carry only the id as its name), else the name the entry carries.
+ */
+function useActorNames() {
+  const { nameOf } = usePeople()
+  const members = useMembers()
+  const keys = useApiKeys()
+  const memberIds = new Set((members.data?.members ?? []).map((m) => m.userId))
+  const keyNames = new Map((keys.data?.apiKeys ?? []).map((k) => [k._id, `${k.name} (${k.prefix}…)`]))
+  return (actor: AuditEntry['actor']): string => {
+    if (actor.type === 'user' && memberIds.has(actor.id)) return nameOf(actor.id)
+    if (actor.type === 'apiKey' && keyNames.has(actor.id)) return keyNames.get(actor.id) ?? actor.name
+    if (actor.name && actor.name !== actor.id) return actor.name
+    return actor.type === 'user' ? 'a former member' : `an API key (${actor.id.slice(-6)})`
+  }
+}
+
+function useApiKeys() {
+  const { organizationId } = useSignedIn()
+  return useQuery({
+    queryKey: settingsKeys.apiKeys(organizationId),
+    queryFn: () => client.api.listApiKeys({ params: { id: organizationId ?? '' } }),
+  })
+}
 
 /**
  * The organization's audit log (DESIGN section 15): one entry per committed change, newest
@@ -49,6 +76,7 @@ function ManagersOnly({ children }: { children: ReactNode }) {
 
 function AuditLogView({ resourceId, resourceName }: { resourceId?: string; resourceName?: string }) {
   const { organizationId } = useSignedIn()
+  const actorName = useActorNames()
   const [params, setParams] = useSearchParams()
   const applied: AuditFilters = {
     ...auditFiltersFrom(params),
@@ -163,7 +191,7 @@ function AuditLogView({ resourceId, resourceName }: { resourceId?: string; resou
             </thead>
             <tbody>
               {data.entries.map((e) => (
-                <AuditRow key={e.id} entry={e} />
+                <AuditRow key={e.id} entry={e} actorName={actorName(e.actor)} />
               ))}
             </tbody>
           </table>
@@ -182,14 +210,14 @@ function AuditLogView({ resourceId, resourceName }: { resourceId?: string; resou
 
 const entryTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' })
 
-function AuditRow({ entry: e }: { entry: AuditEntry }) {
+function AuditRow({ entry: e, actorName }: { entry: AuditEntry; actorName: string }) {
   return (
     <tr>
       <td data-label="When">
         <time dateTime={e.at}>{entryTime.format(new Date(e.at))}</time>
       </td>
       <td data-label="Actor">
-        <span className="wrap">{e.actor.name || e.actor.id}</span>
+        <span className="wrap">{actorName}</span>
         {e.actor.type === 'apiKey' && <span className="badge">API key</span>}
       </td>
       <td data-label="Action">
@@ -233,12 +261,8 @@ function AuditFilterForm({
   onClear: () => void
 }) {
   const id = useId()
-  const { organizationId } = useSignedIn()
   const members = useMembers()
-  const keys = useQuery({
-    queryKey: settingsKeys.apiKeys(organizationId),
-    queryFn: () => client.api.listApiKeys({ params: { id: organizationId ?? '' } }),
-  })
+  const keys = useApiKeys()
   const [actor, setActor] = useState(applied.actor ?? '')
   const [action, setAction] = useState(applied.action ?? '')
   const [resource, setResource] = useState(fixedResource ? '' : (applied.resourceId ?? ''))
