@@ -306,12 +306,17 @@ export function EnvironmentHistory({
                         <button
                           type="button"
                           className="btn btn-small"
+                          aria-label={
+                            entry.split
+                              ? `Roll back to the split ${describeTarget(entry)}`
+                              : `Roll back to v${entry.version}`
+                          }
                           onClick={() => {
                             promote.reset()
                             setTarget(entry)
                           }}
                         >
-                          {entry.split ? 'Roll back to this split' : `Roll back to v${entry.version}`}
+                          Roll back
                         </button>
                       )}
                     </td>
