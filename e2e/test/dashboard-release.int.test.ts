@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
@@ -15,7 +16,7 @@ import { ADMIN } from '../src/slice.ts'
  * history, a rollback, a 2-way split with its invocation counts, a plain promote ending it, a
  * MEMBER refused on the protected environment, and the audit log (the prompt's own entries,
  * filters, export). Screenshots at 1280 and 390 px into SHOTS_DIR (default e2e/.screenshots/,
- * names starting with "release-").
+ * names starting with "release-"), each checked with axe-core.
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const SHOTS = process.env.SHOTS_DIR ?? join(REPO_ROOT, 'e2e', '.screenshots')
@@ -24,11 +25,18 @@ const WIDTHS = [
   { width: 390, height: 844 },
 ] as const
 const MEMBER = { email: 'mia@example.com', password: 'member password 1', name: 'Mia Member' }
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 /** The machine may be loaded: a page's queries can take seconds. */
 const SLOW = { timeout: 15_000, interval: 100 }
 
 interface Data<T> {
   data: T
+}
+interface AxeViolation {
+  id: string
+  impact: string | null
+  help: string
+  nodes: { target: string[] }[]
 }
 
 describe('the dashboard: release safety', () => {
@@ -52,11 +60,24 @@ describe('the dashboard: release safety', () => {
     return res.body.data
   }
 
+  /** Screenshots at both widths, and no serious axe-core violation at either. */
   async function shots(name: string, p: Page = page): Promise<void> {
     for (const size of WIDTHS) {
       await p.setViewportSize(size)
       await p.waitForTimeout(150)
       await p.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
+      await p.evaluate(axeSource)
+      const violations = (await p.evaluate(
+        `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
+      )) as AxeViolation[]
+      expect(
+        violations
+          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+          .map(
+            (v) =>
+              `${name}@${size.width}: ${v.id} ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+          ),
+      ).toEqual([])
     }
     await p.setViewportSize(WIDTHS[0])
   }
