@@ -280,6 +280,18 @@ describe('the dashboard: release safety', () => {
       await shots('release-member-forbidden', m)
       await m.getByRole('link', { name: 'Audit log' }).click()
       await expect.poll(() => m.getByRole('note').innerText(), SLOW).toContain('can read the audit log')
+      await shots('release-member-audit', m)
+      // The protection is shown to a MEMBER, not changeable.
+      await m.getByRole('link', { name: 'Settings' }).click()
+      const memberProtection = m.getByRole('region', { name: 'Protected environments' })
+      await expect
+        .poll(() => memberProtection.getByRole('checkbox', { name: /production/ }).isChecked(), SLOW)
+        .toBe(true)
+      expect(await memberProtection.getByRole('checkbox', { name: /production/ }).isDisabled()).toBe(true)
+      await expect
+        .poll(() => memberProtection.getByRole('note').innerText(), SLOW)
+        .toContain('can change which environments are protected')
+      await shots('release-member-settings', m)
     } finally {
       await memberContext.close()
     }
