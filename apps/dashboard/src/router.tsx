@@ -44,6 +44,10 @@ export const router = createBrowserRouter([
             lazy: async () => ({ Component: (await import('./pages/Environments.tsx')).Environments }),
           },
           promptExperimentRoute,
+          {
+            path: 'audit',
+            lazy: async () => ({ Component: (await import('./pages/PromptAudit.tsx')).PromptAudit }),
+          },
         ],
       },
       ...workspaceRoutes,

@@ -160,3 +160,15 @@ export const organizationsKey = ['organizations'] as const
 export function useOrganizations() {
   return useQuery({ queryKey: organizationsKey, queryFn: () => client.api.listOrganizations() })
 }
+
+/** The query key of one organization (its settings, its protected environments). */
+export const organizationKey = (organizationId: string | null) => ['organization', organizationId] as const
+
+/** One organization: its name and protected environments (readable by every member). */
+export function useOrganization(organizationId: string | null) {
+  return useQuery({
+    queryKey: organizationKey(organizationId),
+    queryFn: () => client.api.getOrganization({ params: { id: organizationId ?? '' } }),
+    enabled: organizationId !== null,
+  })
+}

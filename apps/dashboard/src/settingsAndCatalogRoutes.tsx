@@ -49,6 +49,10 @@ export const workspaceRoutes: RouteObject[] = [
         lazy: async () => ({ Component: (await import('./pages/settings/Connections.tsx')).Connections }),
       },
       {
+        path: 'audit-log',
+        lazy: async () => ({ Component: (await import('./pages/settings/AuditLog.tsx')).AuditLog }),
+      },
+      {
         path: 'webhooks/:webhookId',
         lazy: async () => ({
           Component: (await import('./pages/settings/WebhookDeliveries.tsx')).WebhookDeliveries,

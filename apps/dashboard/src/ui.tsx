@@ -197,6 +197,19 @@ export function Pager({
   )
 }
 
+/** Hands a text to the browser as a file download. */
+export function downloadText(text: string, filename: string, type: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type: `${type};charset=utf-8` }))
+  const link = document.createElement('a')
+  link.href = url
+  link.download = filename
+  document.body.append(link)
+  link.click()
+  link.remove()
+  // After the click has been handled: revoking at once can cancel the download.
+  setTimeout(() => URL.revokeObjectURL(url), 1000)
+}
+
 /** How many prompts a list holds, in words. */
 export const promptCount = (total: number): string => (total === 1 ? '1 prompt' : `${total} prompts`)
 

@@ -284,7 +284,9 @@ export class Transport {
     }
     if (!res.ok) throw await readError(res, operationId, this.opts.now())
     if (res.status === 204) return undefined
-    if (route.produces === 'text/html' || route.produces === 'text/plain') return res.text()
+    // Text answers (a page, a file, an export as CSV or JSON Lines) are returned as they came.
+    if (route.produces === 'text/html' || route.produces === 'text/plain' || route.produces === 'text/csv')
+      return res.text()
     if (route.produces === 'application/gzip') return new Uint8Array(await res.arrayBuffer())
     const text = await res.text()
     const json: unknown = text ? JSON.parse(text) : undefined

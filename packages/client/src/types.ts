@@ -30,7 +30,7 @@ export type BodyOf<K extends OperationId> =
       ? Static<B>
       : never
 export type ResultOf<K extends OperationId> =
-  Route<K> extends { produces: 'text/html' | 'text/plain' }
+  Route<K> extends { produces: 'text/html' | 'text/plain' | 'text/csv' }
     ? string
     : Route<K> extends { produces: 'application/gzip' }
       ? Uint8Array

@@ -166,6 +166,21 @@ describe('PromptClient against a fake gateway', () => {
       expect(await client().api.getApiReference()).toBe('<html>')
     })
 
+    it('returns an export as the text it came in: CSV and JSON Lines are not parsed as JSON', async () => {
+      const csv = "id,at,summary\n1,2026-01-01T00:00:00.000Z,'=cmd\n"
+      const jsonl = '{"id":"1"}\n{"id":"2"}\n'
+      fake.handler = (req) => ({ raw: req.url.includes('format=csv') ? csv : jsonl })
+      const api = client({ accessToken: 't' }).api
+      const params = { id: ORG }
+      expect(await api.exportAuditLog({ params, query: { format: 'csv' } })).toBe(csv)
+      expect(await api.exportAuditLog({ params, query: { format: 'jsonl', action: 'prompt.created' } })).toBe(
+        jsonl,
+      )
+      expect(fake.seen[1]?.url).toBe(
+        `/api/v1/organizations/${ORG}/audit-log/export?format=jsonl&action=prompt.created`,
+      )
+    })
+
     it('refuses a call with a missing path parameter before sending it', async () => {
       await expect(client().api.getPrompt({ params: { id: '' } })).rejects.toThrow(/path parameter "id"/)
       expect(fake.seen).toHaveLength(0)

@@ -11,6 +11,7 @@ describe('types come from the catalogue', () => {
     expectTypeOf<ResultOf<'login'>>().toEqualTypeOf<LoginResponse>()
     expectTypeOf<ResultOf<'logout'>>().toEqualTypeOf<undefined>()
     expectTypeOf<ResultOf<'getApiReference'>>().toEqualTypeOf<string>()
+    expectTypeOf<ResultOf<'exportAuditLog'>>().toEqualTypeOf<string>()
   })
 
   it('requires what the route requires', () => {

@@ -2,26 +2,13 @@ import { useMutation } from '@tanstack/react-query'
 import type { FileFormat, Prompt } from '@pm/contracts'
 import { useId, useState } from 'react'
 import { client } from '../session.ts'
-import { ErrorBanner } from '../ui.tsx'
+import { downloadText, ErrorBanner } from '../ui.tsx'
 
 const FORMATS: { value: FileFormat; label: string; ext: string; type: string }[] = [
   { value: 'dotprompt', label: 'Dotprompt (.prompt)', ext: '.prompt', type: 'text/plain' },
   { value: 'prompty', label: 'Prompty (.prompty)', ext: '.prompty', type: 'text/plain' },
   { value: 'json', label: 'JSON (.json)', ext: '.json', type: 'application/json' },
 ]
-
-/** Hands a text to the browser as a file download. */
-function download(text: string, filename: string, type: string): void {
-  const url = URL.createObjectURL(new Blob([text], { type: `${type};charset=utf-8` }))
-  const link = document.createElement('a')
-  link.href = url
-  link.download = filename
-  document.body.append(link)
-  link.click()
-  link.remove()
-  // After the click has been handled: revoking at once can cancel the download.
-  setTimeout(() => URL.revokeObjectURL(url), 1000)
-}
 
 /** The prompt's draft as a file (prompts as code, docs/prompts-as-code.md). */
 export function ExportPrompt({ prompt }: { prompt: Prompt }) {
@@ -31,7 +18,7 @@ export function ExportPrompt({ prompt }: { prompt: Prompt }) {
     mutationFn: async () => {
       const chosen = FORMATS.find((f) => f.value === format) ?? FORMATS[0]
       const text = await client.api.exportPrompt({ params: { id: prompt._id }, query: { format } })
-      download(text, `${prompt.slug}${chosen?.ext ?? '.prompt'}`, chosen?.type ?? 'text/plain')
+      downloadText(text, `${prompt.slug}${chosen?.ext ?? '.prompt'}`, chosen?.type ?? 'text/plain')
     },
   })
   return (

@@ -49,6 +49,7 @@ export function PromptLayout() {
         <NavLink to={`/prompts/${id}/history`}>History</NavLink>
         <NavLink to={`/prompts/${id}/environments`}>Environments</NavLink>
         <NavLink to={`/prompts/${id}/experiments`}>Experiments</NavLink>
+        <NavLink to={`/prompts/${id}/audit`}>Audit log</NavLink>
       </nav>
       <Outlet context={{ prompt }} />
     </>

@@ -1,7 +1,14 @@
-import type { Organization as Org } from '@pm/contracts'
+import { ENVIRONMENTS, type EnvironmentName, type Organization as Org } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useEffect, useId, useState } from 'react'
-import { client, organizationsKey, session, useOrganizations, useSignedIn } from '../../session.ts'
+import {
+  client,
+  organizationsKey,
+  session,
+  useOrganization,
+  useOrganizations,
+  useSignedIn,
+} from '../../session.ts'
 import { ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, settingsKeys, useMyRole } from './common.tsx'
 
@@ -11,6 +18,7 @@ export function Organization() {
   return (
     <div className="settings-grid">
       {organizationId !== null && <OrganizationName organizationId={organizationId} />}
+      {organizationId !== null && <ProtectedEnvironments organizationId={organizationId} />}
       <YourOrganizations current={organizationId} />
       <CreateOrganization />
     </div>
@@ -81,6 +89,96 @@ function OrganizationName({ organizationId }: { organizationId: string }) {
             disabled={!allowed || rename.isPending || name.trim() === '' || name === org.data.name}
           >
             Save name
+          </button>
+        </form>
+      )}
+    </section>
+  )
+}
+
+const ENV_HINTS: Record<EnvironmentName, string> = {
+  preview: 'what a staging backend invokes with env=preview',
+  production: 'what your live backend invokes with env=production',
+}
+
+/**
+ * Protected environments (DESIGN section 15): shown to everyone; an OWNER/ADMIN changes them.
+ * Promoting to a protected one then needs an OWNER/ADMIN, or an API key with the
+ * environments:promote-protected scope; the service enforces it.
+ */
+function ProtectedEnvironments({ organizationId }: { organizationId: string }) {
+  const queryClient = useQueryClient()
+  const { role, pending: rolePending } = useMyRole()
+  const org = useOrganization(organizationId)
+  const [chosen, setChosen] = useState<EnvironmentName[] | null>(null)
+  const [saved, setSaved] = useState(false)
+  const current = org.data?.protectedEnvironments ?? []
+  const value = chosen ?? current
+  const save = useMutation({
+    mutationFn: () =>
+      client.api.updateOrganization({
+        params: { id: organizationId },
+        body: { protectedEnvironments: ENVIRONMENTS.filter((e) => value.includes(e)) },
+      }),
+    onSuccess: (updated) => {
+      queryClient.setQueryData(settingsKeys.organization(organizationId), updated)
+      setChosen(null)
+      setSaved(true)
+    },
+  })
+  const allowed = isManager(role)
+  const changed = chosen !== null && [...chosen].sort().join() !== [...current].sort().join()
+  return (
+    <section className="panel" aria-labelledby="protected-title">
+      <h2 id="protected-title">Protected environments</h2>
+      <p className="hint">
+        Promoting to a protected environment (or rolling it back) needs an OWNER or ADMIN, or an API key with
+        the <span className="mono">environments:promote-protected</span> scope. Anyone else is refused.
+      </p>
+      {org.isPending && <Loading label="Loading the organization" />}
+      <ErrorBanner error={org.error} />
+      {org.data && (
+        <form
+          onSubmit={(e) => {
+            e.preventDefault()
+            setSaved(false)
+            save.mutate()
+          }}
+        >
+          <fieldset className="fieldset">
+            <legend>Protect</legend>
+            {ENVIRONMENTS.map((env) => (
+              <label key={env} className="check protect-check">
+                <input
+                  type="checkbox"
+                  checked={value.includes(env)}
+                  disabled={!allowed}
+                  onChange={(e) => {
+                    setSaved(false)
+                    setChosen(e.target.checked ? [...value, env] : value.filter((v) => v !== env))
+                  }}
+                />
+                <span>
+                  <strong>{env}</strong>
+                  {current.includes(env) && <span className="badge badge-warn">protected</span>}{' '}
+                  <span className="hint">{ENV_HINTS[env]}</span>
+                </span>
+              </label>
+            ))}
+          </fieldset>
+          {!rolePending && !allowed && (
+            <NotAllowed what="change which environments are protected" role={role} />
+          )}
+          <ErrorBanner error={save.error} title="Not saved" />
+          {saved && (
+            <p className="banner banner-ok" role="status">
+              {current.length === 0
+                ? 'Saved: no environment is protected.'
+                : `Saved: ${current.join(' and ')} ${current.length === 1 ? 'is' : 'are'} protected.`}
+            </p>
+          )}
+          <button type="submit" className="btn btn-primary" disabled={!allowed || save.isPending || !changed}>
+            Save protected environments
           </button>
         </form>
       )}

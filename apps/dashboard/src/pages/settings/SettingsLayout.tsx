@@ -3,7 +3,7 @@ import { useSignedIn } from '../../session.ts'
 import { Empty } from '../../ui.tsx'
 import { Organization } from './Organization.tsx'
 
-/** The organization's settings: its name, members, API keys and webhooks, as tabs. */
+/** The organization's settings: its name, members, API keys, webhooks, connections and audit log, as tabs. */
 export function SettingsLayout() {
   const { organizationId } = useSignedIn()
   return (
@@ -28,6 +28,7 @@ export function SettingsLayout() {
             <NavLink to="/settings/api-keys">API keys</NavLink>
             <NavLink to="/settings/webhooks">Webhooks</NavLink>
             <NavLink to="/settings/connections">Connections</NavLink>
+            <NavLink to="/settings/audit-log">Audit log</NavLink>
           </nav>
           <Outlet />
         </>

@@ -3,12 +3,13 @@ import type { Role } from '@pm/contracts'
 import { useQuery } from '@tanstack/react-query'
 import { type ReactNode, useId, useState } from 'react'
 import { useNavigate } from 'react-router'
-import { client, session, useSignedIn } from '../../session.ts'
+import { client, organizationKey, session, useSignedIn } from '../../session.ts'
 
 /** Query keys of the settings pages. */
 export const settingsKeys = {
   members: (org: string | null) => ['members', org] as const,
-  organization: (org: string | null) => ['organization', org] as const,
+  organization: organizationKey,
+  auditLog: (org: string | null) => ['audit-log', org] as const,
   apiKeys: (org: string | null) => ['api-keys', org] as const,
   webhooks: (org: string | null) => ['webhooks', org] as const,
   webhook: (org: string | null, id: string) => ['webhook', org, id] as const,
