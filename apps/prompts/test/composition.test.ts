@@ -2,8 +2,8 @@ import { type PromptDependencyChangedEvent, SUBJECTS } from '@pm/contracts'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { type Harness, harness } from './helpers.ts'
 
-/** `prompt.dependency.changed` through the outbox (DESIGN section 12). */
-describe('prompt.dependency.changed', () => {
+/** `prompt.dependency.changed` through the outbox, and a change of slug of an included prompt (DESIGN section 12). */
+describe('composition in the prompts service', () => {
   let t: Harness
   const received: PromptDependencyChangedEvent[] = []
 
@@ -48,5 +48,51 @@ describe('prompt.dependency.changed', () => {
     await vi.waitFor(() => expect(received).toHaveLength(2))
     expect(received[1]?.data).toMatchObject({ promptId: prod._id, via: 'production' })
     expect(received[1]?.type).toBe('prompt.dependency.changed')
+  })
+
+  it('refuses to change the slug of a prompt others include (409 naming them) unless forced', async () => {
+    const shared = await create('shared', 'shared text')
+    const user = await create('shared-user', 'A {{> shared}} B')
+    const patch = (query: string, payload: object) =>
+      t.app.inject({ method: 'PATCH', url: `/api/v1/prompts/${shared._id}${query}`, headers: t.as(), payload })
+    const refused = await patch('', { slug: 'shared-renamed' })
+    expect(refused.statusCode, refused.body).toBe(409)
+    const error = refused.json<{ error: { code: string; message: string; details: unknown } }>().error
+    expect(error.code).toBe('CONFLICT')
+    expect(error.message).toContain('shared-user')
+    expect(error.details).toEqual({
+      dependents: [{ promptId: user._id, slug: 'shared-user', name: 'shared-user', in: ['draft'] }],
+    })
+    // Nothing changed; a save that keeps the slug (or names it as it is) is not refused.
+    const kept = await t.app.inject({ method: 'GET', url: `/api/v1/prompts/${shared._id}`, headers: t.as() })
+    expect(kept.json<{ slug: string }>().slug).toBe('shared')
+    expect((await patch('', { slug: 'shared', name: 'Shared', template: 'new text' })).statusCode).toBe(200)
+    expect((await patch('?force=false', { slug: 'shared-renamed' })).statusCode).toBe(409)
+    // Forced: the slug changes (the includer's {{> shared}} now names nothing until edited).
+    const forced = await patch('?force=true', { slug: 'shared-renamed' })
+    expect(forced.statusCode, forced.body).toBe(200)
+    expect(forced.json<{ slug: string }>().slug).toBe('shared-renamed')
+    const after = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${shared._id}/dependents`,
+      headers: t.as(),
+    })
+    expect(after.json<{ dependents: unknown[] }>().dependents).toEqual([])
+    // A prompt nobody includes changes its slug freely; an unknown query parameter is refused.
+    const alone = await create('alone', 'alone')
+    const free = await t.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/prompts/${alone._id}`,
+      headers: t.as(),
+      payload: { slug: 'alone-2' },
+    })
+    expect(free.statusCode, free.body).toBe(200)
+    const unknown = await t.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/prompts/${alone._id}?forse=true`,
+      headers: t.as(),
+      payload: { slug: 'alone-3' },
+    })
+    expect(unknown.statusCode).toBe(400)
   })
 })

@@ -111,13 +111,17 @@ export class Composition {
     return found
   }
 
-  /** 409 CONFLICT listing the prompts that include this one, when there are any. */
-  async refuseIfIncluded(prompt: PromptRecord): Promise<void> {
+  /**
+   * 409 CONFLICT listing the prompts that include this one, when there are any: before a delete,
+   * or a change of slug (their `{{> slug}}` would name nothing, or another prompt later).
+   */
+  async refuseIfIncluded(prompt: PromptRecord, action: 'delete' | 'slug'): Promise<void> {
     const dependents = await this.dependents(prompt)
     if (dependents.length === 0) return
+    const what = action === 'delete' ? 'delete it anyway' : 'change its slug anyway'
     throw new AppError(
       'CONFLICT',
-      `other prompts include ${prompt.slug}: ${dependents.map((d) => d.slug).join(', ')} (delete with force=true to delete anyway)`,
+      `other prompts include ${prompt.slug}: ${dependents.map((d) => d.slug).join(', ')} (force=true to ${what})`,
       { dependents },
     )
   }

@@ -298,7 +298,8 @@ export class PromptsService {
 
   /**
    * Saves draft fields (and metadata); never creates a version. A rename keeps the slug (code
-   * refers to prompts by it); `slug` changes it. A change of visibility is announced with
+   * refers to prompts by it); `slug` changes it, refused while other prompts include this one
+   * unless `force`. A change of visibility is announced with
    * `prompt.visibility.changed`, written with the change.
    */
   async update(
@@ -306,12 +307,18 @@ export class PromptsService {
     id: string,
     body: UpdatePromptRequest,
     audit?: AuditContext,
+    /** Change the slug even when other prompts include this one (they then answer INVALID_REFERENCE). */
+    force = false,
   ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
     const current = await this.get(organizationId, id)
     checkTypeUnchanged(current.type, body.type)
     const patch: PromptPatch = { updatedAt: new Date().toISOString() }
     if (body.name !== undefined) patch.name = body.name.trim()
-    if (body.slug !== undefined && body.slug !== current.slug) patch.slug = body.slug
+    if (body.slug !== undefined && body.slug !== current.slug) {
+      // Prompts that include this one name it by its slug: 409 listing them, unless forced.
+      if (!force) await this.composition.refuseIfIncluded(current, 'slug')
+      patch.slug = body.slug
+    }
     if (body.description !== undefined) patch.description = body.description
     if (body.tags !== undefined) patch.tags = body.tags
     let staleVariables: string[] | undefined
@@ -378,7 +385,7 @@ export class PromptsService {
   async delete(organizationId: string, id: string, force = false, audit?: AuditContext): Promise<void> {
     // A prompt others include answers 409 listing them, unless forced (their renders then fail
     // with INVALID_REFERENCE until they are edited).
-    if (!force) await this.composition.refuseIfIncluded(await this.get(organizationId, id))
+    if (!force) await this.composition.refuseIfIncluded(await this.get(organizationId, id), 'delete')
     const at = new Date().toISOString()
     const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => [
       promptDeleted(prompt, at),
