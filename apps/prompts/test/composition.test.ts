@@ -54,7 +54,12 @@ describe('composition in the prompts service', () => {
     const shared = await create('shared', 'shared text')
     const user = await create('shared-user', 'A {{> shared}} B')
     const patch = (query: string, payload: object) =>
-      t.app.inject({ method: 'PATCH', url: `/api/v1/prompts/${shared._id}${query}`, headers: t.as(), payload })
+      t.app.inject({
+        method: 'PATCH',
+        url: `/api/v1/prompts/${shared._id}${query}`,
+        headers: t.as(),
+        payload,
+      })
     const refused = await patch('', { slug: 'shared-renamed' })
     expect(refused.statusCode, refused.body).toBe(409)
     const error = refused.json<{ error: { code: string; message: string; details: unknown } }>().error
