@@ -68,6 +68,20 @@ describe('pm (in process, against a fake gateway)', () => {
         promotedBy: ORG,
       },
     }))
+    // A template with references: invoke answers what it included.
+    app.post('/api/v1/prompts/:id/invoke', async () => ({
+      data: {
+        renderedContent: 'Policy. Hello',
+        variables: {},
+        promptId: ID,
+        versionId: V2,
+        version: 2,
+        references: [
+          { slug: 'policy', promptId: ORG, versionId: V1, version: 1, via: 'production' },
+          { slug: 'footer', promptId: BATCH, versionId: V2, version: 3, via: 'latest' },
+        ],
+      },
+    }))
     app.post('/api/v1/prompts/import', async (_request, reply) =>
       reply.code(202).send({ data: { batchId: BATCH, message: 'import accepted' } }),
     )
@@ -163,6 +177,22 @@ describe('pm (in process, against a fake gateway)', () => {
     expect(promote?.url).toBe(`/api/v1/prompts/${ID}/environments/production/promote?organizationId=${ORG}`)
     expect(promote?.body).toEqual({ versionId: V1 })
     expect(promote?.authorization).toBe('Bearer user-jwt')
+  })
+
+  it('invoke prints the rendered text on stdout, the included prompts on stderr, and references with --json', async () => {
+    const out = capture()
+    const err = capture()
+    expect(await run(['invoke', ID], { stdout: out, stderr: err, env: env() })).toBe(0)
+    expect(out.text()).toBe('Policy. Hello\n')
+    expect(err.text()).toBe('included: policy v1 (production), footer v3 (latest)\n')
+    const json = capture()
+    const quiet = capture()
+    expect(await run(['invoke', ID, '--json'], { stdout: json, stderr: quiet, env: env() })).toBe(0)
+    expect(JSON.parse(json.text()).references).toEqual([
+      { slug: 'policy', promptId: ORG, versionId: V1, version: 1, via: 'production' },
+      { slug: 'footer', promptId: BATCH, versionId: V2, version: 3, via: 'latest' },
+    ])
+    expect(quiet.text()).toBe('')
   })
 
   it('import uploads the file, draws progress while polling, and reports the bad rows', async () => {
