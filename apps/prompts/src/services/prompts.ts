@@ -213,13 +213,7 @@ export class PromptsService {
         ))
     const type = input.type ?? 'text'
     const content = buildContent(type, input, input.variables ?? [])
-    if (type === 'text') {
-      await this.composition.checkTemplate(
-        organizationId,
-        { slug: input.slug ?? slugify(input.name) },
-        content.template,
-      )
-    }
+    await this.composition.checkContent(organizationId, { slug: input.slug ?? slugify(input.name) }, content)
     const now = new Date().toISOString()
     const record: PromptRecord = {
       _id: newId(),
@@ -328,11 +322,11 @@ export class PromptsService {
           ? { template: body.template, messages: body.messages ?? current.messages }
           : { template: body.template ?? current.template, messages: body.messages }
       const content = buildContent(current.type, given, body.variables ?? current.variables)
-      if (current.type === 'text' && body.template !== undefined) {
-        await this.composition.checkTemplate(
+      if (body.template !== undefined || body.messages !== undefined) {
+        await this.composition.checkContent(
           organizationId,
           { id: current._id, slug: patch.slug ?? current.slug },
-          content.template,
+          content,
         )
       }
       patch.template = content.template
