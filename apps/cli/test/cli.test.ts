@@ -82,6 +82,28 @@ describe('pm (in process, against a fake gateway)', () => {
         ],
       },
     }))
+    // A prompt others include: a change of slug or a delete is 409 unless forced.
+    const included = async (
+      request: { query: unknown },
+      reply: { code(n: number): { send(b: unknown): unknown } },
+      data: unknown,
+    ) =>
+      (request.query as { force?: string }).force === 'true'
+        ? { data }
+        : reply.code(409).send({
+            error: {
+              code: 'CONFLICT',
+              message: 'other prompts include shared: user-1 (force=true to change its slug anyway)',
+              details: { dependents: [{ promptId: V1, slug: 'user-1', name: 'User', in: ['draft'] }] },
+              requestId: 'rid-9',
+            },
+          })
+    app.patch('/api/v1/prompts/:id', async (request, reply) =>
+      included(request, reply, { _id: ID, name: 'Shared', slug: 'renamed', type: 'text' }),
+    )
+    app.delete('/api/v1/prompts/:id', async (request, reply) =>
+      included(request, reply, { _id: ID, deleted: true }),
+    )
     app.post('/api/v1/prompts/import', async (_request, reply) =>
       reply.code(202).send({ data: { batchId: BATCH, message: 'import accepted' } }),
     )
@@ -193,6 +215,46 @@ describe('pm (in process, against a fake gateway)', () => {
       { slug: 'footer', promptId: BATCH, versionId: V2, version: 3, via: 'latest' },
     ])
     expect(quiet.text()).toBe('')
+  })
+
+  it('a change of slug or a delete of an included prompt: the 409 hints --force, which goes ahead', async () => {
+    const err = capture()
+    expect(
+      await run(['prompts', 'update', ID, '--slug', 'renamed'], {
+        stdout: capture(),
+        stderr: err,
+        env: env(),
+      }),
+    ).toBe(1)
+    expect(err.text()).toContain('CONFLICT')
+    expect(err.text()).toContain('user-1')
+    expect(err.text()).toContain('hint: other prompts include this one by its slug: add --force')
+    const out = capture()
+    expect(
+      await run(['prompts', 'update', ID, '--slug', 'renamed', '--force'], {
+        stdout: out,
+        stderr: capture(),
+        env: env(),
+      }),
+    ).toBe(0)
+    expect(out.text()).toContain('slug renamed')
+    expect(
+      await run(['prompts', 'delete', ID, '--yes'], { stdout: capture(), stderr: capture(), env: env() }),
+    ).toBe(1)
+    expect(
+      await run(['prompts', 'delete', ID, '--yes', '--force'], {
+        stdout: capture(),
+        stderr: capture(),
+        env: env(),
+      }),
+    ).toBe(0)
+    expect(seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      `PATCH /api/v1/prompts/${ID}?organizationId=${ORG}`,
+      `PATCH /api/v1/prompts/${ID}?force=true&organizationId=${ORG}`,
+      `DELETE /api/v1/prompts/${ID}?organizationId=${ORG}`,
+      `DELETE /api/v1/prompts/${ID}?force=true&organizationId=${ORG}`,
+    ])
+    expect(seen[1]?.body).toEqual({ slug: 'renamed' })
   })
 
   it('import uploads the file, draws progress while polling, and reports the bad rows', async () => {
