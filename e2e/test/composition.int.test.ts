@@ -267,6 +267,52 @@ describe('composition: logic blocks and references', () => {
       expect(Date.now() - started).toBeLessThan(5_000)
     })
 
+    it("a chat prompt's messages take logic and references, checked at save and resolved at invoke", async () => {
+      const t = tag()
+      const bad = refused(
+        await create(`cb-${t}`, '', {
+          type: 'chat',
+          template: undefined,
+          messages: [
+            { role: 'system', content: 'ok' },
+            { role: 'user', content: `{{> nowhere-${t}}}` },
+          ],
+        }),
+        'VALIDATION_ERROR',
+      )
+      expect(detail(bad)).toMatchObject({
+        path: '/body/messages/1/content',
+        chain: `cb-${t} -> nowhere-${t}`,
+      })
+      const policy = await mustCreate(`policy-${t}`, 'Answer in {{lang}}.')
+      const policyV1 = await publish(policy._id)
+      const chat = await mustCreate(`chat-${t}`, '', {
+        type: 'chat',
+        template: undefined,
+        messages: [
+          { role: 'system', content: `{{> policy-${t}}}{{#if vip}} Be quick.{{/if}}` },
+          { role: 'user', content: '{{#each qs}}{{@index}}. {{this}}\n{{/each}}' },
+        ],
+      })
+      await publish(chat._id)
+      const res = await api<Rendered & { data?: { renderedMessages?: unknown } }>(
+        'POST',
+        `/api/v1/prompts/${chat._id}/invoke`,
+        { variables: { lang: 'French', vip: true, qs: ['why', 'how'] } },
+      )
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.data?.renderedMessages).toEqual([
+        { role: 'system', content: 'Answer in French. Be quick.' },
+        { role: 'user', content: '0. why\n1. how\n' },
+      ])
+      expect(res.body.data?.references).toEqual([
+        { slug: `policy-${t}`, promptId: policy._id, versionId: policyV1._id, version: 1, via: 'latest' },
+      ])
+      expect(
+        refused(await invoke(chat._id, { vip: false, qs: [] }), 'MISSING_REQUIRED_VARIABLES').details,
+      ).toEqual(['lang'])
+    })
+
     it('a public prompt never shows a private one it includes', async () => {
       const t = tag()
       const secret = await mustCreate(`secret-${t}`, 'private text')

@@ -24,7 +24,8 @@ export const USAGE = `pm: operate a prompt service from the command line
       tool); --message placeholder:<name> takes a list of messages at invoke.
   pm prompts update <promptId> [--name ...] [--slug ...] [--description ...] [--tags ...] [--template ... |
           --template-file ... | --message ... | --messages-file ...] [--config-json <json|null>] [--public true|false]
-  pm prompts delete <promptId> --yes
+          [--force]   (--force: change the slug even though other prompts include this one)
+  pm prompts delete <promptId> --yes [--force]   (--force: even though other prompts include it)
   pm publish <promptId> [--changelog <text>]
   pm promote <promptId> <preview|production> (--version <n> | --version-id <id>)
   pm history <promptId> <preview|production> [--page <n>] [--limit <n>]
@@ -93,6 +94,12 @@ function hintFor(err: PromptServiceError, ctx: Context | undefined, url: string)
       return ctx?.credential === 'apiKey'
         ? `the API key lacks a scope this needs: mint one that has it with "${prog} keys create --scopes ..."`
         : undefined
+    case 'CONFLICT': {
+      const dependents = (err.details as { dependents?: unknown } | undefined)?.dependents
+      return Array.isArray(dependents)
+        ? 'other prompts include this one by its slug: add --force to go ahead (their references then fail until they are edited)'
+        : undefined
+    }
     case 'NETWORK_ERROR':
     case 'TIMEOUT':
       return `is the service running at ${url}? Point pm elsewhere with --url or PM_URL`

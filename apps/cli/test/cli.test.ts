@@ -68,6 +68,42 @@ describe('pm (in process, against a fake gateway)', () => {
         promotedBy: ORG,
       },
     }))
+    // A template with references: invoke answers what it included.
+    app.post('/api/v1/prompts/:id/invoke', async () => ({
+      data: {
+        renderedContent: 'Policy. Hello',
+        variables: {},
+        promptId: ID,
+        versionId: V2,
+        version: 2,
+        references: [
+          { slug: 'policy', promptId: ORG, versionId: V1, version: 1, via: 'production' },
+          { slug: 'footer', promptId: BATCH, versionId: V2, version: 3, via: 'latest' },
+        ],
+      },
+    }))
+    // A prompt others include: a change of slug or a delete is 409 unless forced.
+    const included = async (
+      request: { query: unknown },
+      reply: { code(n: number): { send(b: unknown): unknown } },
+      data: unknown,
+    ) =>
+      (request.query as { force?: string }).force === 'true'
+        ? { data }
+        : reply.code(409).send({
+            error: {
+              code: 'CONFLICT',
+              message: 'other prompts include shared: user-1 (force=true to change its slug anyway)',
+              details: { dependents: [{ promptId: V1, slug: 'user-1', name: 'User', in: ['draft'] }] },
+              requestId: 'rid-9',
+            },
+          })
+    app.patch('/api/v1/prompts/:id', async (request, reply) =>
+      included(request, reply, { _id: ID, name: 'Shared', slug: 'renamed', type: 'text' }),
+    )
+    app.delete('/api/v1/prompts/:id', async (request, reply) =>
+      included(request, reply, { _id: ID, deleted: true }),
+    )
     app.post('/api/v1/prompts/import', async (_request, reply) =>
       reply.code(202).send({ data: { batchId: BATCH, message: 'import accepted' } }),
     )
@@ -163,6 +199,62 @@ describe('pm (in process, against a fake gateway)', () => {
     expect(promote?.url).toBe(`/api/v1/prompts/${ID}/environments/production/promote?organizationId=${ORG}`)
     expect(promote?.body).toEqual({ versionId: V1 })
     expect(promote?.authorization).toBe('Bearer user-jwt')
+  })
+
+  it('invoke prints the rendered text on stdout, the included prompts on stderr, and references with --json', async () => {
+    const out = capture()
+    const err = capture()
+    expect(await run(['invoke', ID], { stdout: out, stderr: err, env: env() })).toBe(0)
+    expect(out.text()).toBe('Policy. Hello\n')
+    expect(err.text()).toBe('included: policy v1 (production), footer v3 (latest)\n')
+    const json = capture()
+    const quiet = capture()
+    expect(await run(['invoke', ID, '--json'], { stdout: json, stderr: quiet, env: env() })).toBe(0)
+    expect(JSON.parse(json.text()).references).toEqual([
+      { slug: 'policy', promptId: ORG, versionId: V1, version: 1, via: 'production' },
+      { slug: 'footer', promptId: BATCH, versionId: V2, version: 3, via: 'latest' },
+    ])
+    expect(quiet.text()).toBe('')
+  })
+
+  it('a change of slug or a delete of an included prompt: the 409 hints --force, which goes ahead', async () => {
+    const err = capture()
+    expect(
+      await run(['prompts', 'update', ID, '--slug', 'renamed'], {
+        stdout: capture(),
+        stderr: err,
+        env: env(),
+      }),
+    ).toBe(1)
+    expect(err.text()).toContain('CONFLICT')
+    expect(err.text()).toContain('user-1')
+    expect(err.text()).toContain('hint: other prompts include this one by its slug: add --force')
+    const out = capture()
+    expect(
+      await run(['prompts', 'update', ID, '--slug', 'renamed', '--force'], {
+        stdout: out,
+        stderr: capture(),
+        env: env(),
+      }),
+    ).toBe(0)
+    expect(out.text()).toContain('slug renamed')
+    expect(
+      await run(['prompts', 'delete', ID, '--yes'], { stdout: capture(), stderr: capture(), env: env() }),
+    ).toBe(1)
+    expect(
+      await run(['prompts', 'delete', ID, '--yes', '--force'], {
+        stdout: capture(),
+        stderr: capture(),
+        env: env(),
+      }),
+    ).toBe(0)
+    expect(seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      `PATCH /api/v1/prompts/${ID}?organizationId=${ORG}`,
+      `PATCH /api/v1/prompts/${ID}?force=true&organizationId=${ORG}`,
+      `DELETE /api/v1/prompts/${ID}?organizationId=${ORG}`,
+      `DELETE /api/v1/prompts/${ID}?force=true&organizationId=${ORG}`,
+    ])
+    expect(seen[1]?.body).toEqual({ slug: 'renamed' })
   })
 
   it('import uploads the file, draws progress while polling, and reports the bad rows', async () => {

@@ -486,6 +486,69 @@ describe('render service', () => {
       expect(res.body.config).toEqual({ model: 'gpt-x', temperature: 0.1 })
     })
 
+    it("renders logic and references in a chat prompt's messages, and says what it included", async () => {
+      const child = fake.add(ORG, 'Be {{tone}}.', [{ name: 'tone', required: true }])
+      const childV1 = fake.publish(child._id)
+      const p = fake.add(ORG, '', [{ name: 'question', required: true }])
+      p.draft.messages = [
+        { role: 'system', content: `{{> ${child.slug}}}{{#if vip}} VIP.{{/if}}` },
+        { type: 'placeholder', name: 'history' },
+        { role: 'user', content: '{{#each qs}}{{@index}}:{{this}} {{/each}}{{question}}' },
+      ]
+      p.draft.variables.push({ name: 'history', required: true })
+      fake.publish(p._id)
+      const url = `/api/v1/prompts/${p._id}/invoke`
+      const res = await post(url, {
+        variables: { tone: 'brief', vip: true, history, qs: ['a', 'b'], question: 'Q?' },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.renderedMessages).toEqual([
+        { role: 'system', content: 'Be brief. VIP.' },
+        ...history,
+        { role: 'user', content: '0:a 1:b Q?' },
+      ])
+      expect((res.body as { references?: unknown }).references).toEqual([
+        { slug: child.slug, promptId: child._id, versionId: childV1._id, version: 1, via: 'latest' },
+      ])
+      // The included prompt's required variable is the parent's too.
+      const missing = await post(url, { variables: { history, question: 'q' } })
+      expect(missing.body.error).toMatchObject({ code: 'MISSING_REQUIRED_VARIABLES', details: ['tone'] })
+      // The draft's preview resolves the same references.
+      const preview = await post(`/api/v1/prompts/${p._id}/inject`, { variables: { question: 'q' } })
+      expect(preview.body.renderedMessages?.[0]).toEqual({ role: 'system', content: 'Be {{tone}}.' })
+      expect(preview.body.unresolvedVariables).toEqual(['tone', 'vip', 'history', 'qs'])
+      expect((preview.body as { references?: unknown[] }).references).toHaveLength(1)
+      // A chat prompt without references answers as before (no `references`).
+      const plain = chat()
+      fake.publish(plain._id)
+      const plainRes = await post(`/api/v1/prompts/${plain._id}/invoke`, {
+        variables: { persona: 'p', history, question: 'q' },
+      })
+      expect(plainRes.body).not.toHaveProperty('references')
+    })
+
+    it("a chat message's reference that cannot be resolved is 400 INVALID_REFERENCE, nothing rendered", async () => {
+      const included = chat()
+      fake.publish(included._id)
+      for (const [content, reason] of [
+        ['{{> no-such-slug}}', 'NOT_FOUND'],
+        [`{{> ${included.slug}}}`, undefined],
+        [`{{> ${included.slug}@production}}`, 'ENVIRONMENT_NOT_SET'],
+      ] as const) {
+        const p = fake.add(ORG, '')
+        p.draft.messages = [
+          { role: 'system', content: 'fine' },
+          { role: 'user', content },
+        ]
+        fake.publish(p._id)
+        const res = await post(`/api/v1/prompts/${p._id}/invoke`, {})
+        expect(res.status, content).toBe(400)
+        expect(res.body.error?.code).toBe('INVALID_REFERENCE')
+        if (reason) expect(res.body.error?.details).toMatchObject({ reason })
+        else expect(JSON.stringify(res.body.error)).toContain('is a chat prompt')
+      }
+    })
+
     it("returns a text prompt's config, and nothing new when it has none", async () => {
       const p = fake.add(ORG, 'Hi {{a}}', [{ name: 'a', required: true }])
       fake.publish(p._id)

@@ -3,7 +3,7 @@ import { ObjectId } from './common.ts'
 
 /**
  * Composition (DESIGN section 12): what invoke and inject report about the prompts a template
- * included, the dependents of a prompt, and delete's `force`.
+ * included, the dependents of a prompt, and the `force` of delete and of a change of slug.
  */
 
 export const REFERENCE_VIAS = ['latest', 'preview', 'production', 'version'] as const
@@ -48,4 +48,14 @@ export const DeletePromptQuery = Type.Object(
     force: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
   },
   { $id: 'DeletePromptQuery', additionalProperties: false },
+)
+
+/** Update's query: `force=true` changes the slug of a prompt that others include. */
+export const UpdatePromptQuery = Type.Object(
+  {
+    organizationId: Type.Optional(ObjectId),
+    /** Only the exact string "true" forces. */
+    force: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
+  },
+  { $id: 'UpdatePromptQuery', additionalProperties: false },
 )

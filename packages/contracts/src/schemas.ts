@@ -84,6 +84,7 @@ export const ALL_SCHEMAS: TSchema[] = [
   composition.PromptDependent,
   composition.PromptDependents,
   composition.DeletePromptQuery,
+  composition.UpdatePromptQuery,
   PromptDependencyChangedEvent,
   prompts.InvokeResult,
   prompts.InjectRequest,

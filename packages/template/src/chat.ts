@@ -6,15 +6,31 @@ import {
   type Variable,
 } from '@pm/contracts'
 import { type CompiledTemplate, compileTemplate, utf8Length } from './compile.ts'
+import {
+  compileLogicIfAny,
+  DEFAULT_MAX_STEPS,
+  type LogicRenderOptions,
+  type LogicTemplate,
+  renderLogic,
+  templateVariableNames,
+} from './logic.ts'
 import { formatValue, type RenderMode, type RenderOptions, renderTooLarge } from './render.ts'
 
 /**
- * Chat prompts (DESIGN section 9): a list of role messages whose contents are `{{name}}`
- * templates, and placeholders that stand for a list of messages supplied at invoke.
+ * Chat prompts (DESIGN section 9): a list of role messages whose contents are templates, and
+ * placeholders that stand for a list of messages supplied at invoke. A message's content takes
+ * the logic and references of a text template (DESIGN section 12), each message on its own: a
+ * block opens and closes in one message.
  */
 
 export type CompiledChatEntry =
-  | { readonly kind: 'message'; readonly role: MessageRole; readonly compiled: CompiledTemplate }
+  | {
+      readonly kind: 'message'
+      readonly role: MessageRole
+      readonly compiled: CompiledTemplate
+      /** Content with blocks or references, parsed once; absent: the flat path renders it. */
+      readonly logic?: LogicTemplate
+    }
   | { readonly kind: 'placeholder'; readonly name: string }
 
 export type CompiledChat = readonly CompiledChatEntry[]
@@ -24,11 +40,23 @@ const isPlaceholder = (m: ChatMessage): m is Extract<ChatMessage, { type: 'place
 
 /** Parses every message once, so that rendering a cached chat prompt is a walk over prepared parts. */
 export function compileChat(messages: readonly ChatMessage[]): CompiledChat {
-  return messages.map((m) =>
-    isPlaceholder(m)
-      ? { kind: 'placeholder', name: m.name }
-      : { kind: 'message', role: m.role, compiled: compileTemplate(m.content) },
-  )
+  return messages.map((m): CompiledChatEntry => {
+    if (isPlaceholder(m)) return { kind: 'placeholder', name: m.name }
+    const logic = compileLogicIfAny(m.content)
+    return {
+      kind: 'message',
+      role: m.role,
+      compiled: compileTemplate(m.content),
+      ...(logic ? { logic } : {}),
+    }
+  })
+}
+
+/** The contents of a chat prompt's messages that have blocks or references, in order. */
+export function chatLogic(chat: CompiledChat): LogicTemplate[] {
+  const out: LogicTemplate[] = []
+  for (const entry of chat) if (entry.kind === 'message' && entry.logic) out.push(entry.logic)
+  return out
 }
 
 /** One message as a block of the derived template: `[role]\ncontent`, a placeholder as `[placeholder name]`. */
@@ -63,7 +91,7 @@ export function chatVariableNames(messages: readonly ChatMessage[]): {
       add(m.name)
       if (!placeholders.includes(m.name)) placeholders.push(m.name)
     } else {
-      for (const name of compileTemplate(m.content).names) add(name)
+      for (const name of templateVariableNames(m.content) ?? compileTemplate(m.content).names) add(name)
     }
   }
   return { names, placeholders }
@@ -94,6 +122,15 @@ export interface ChatRenderOutcome {
   unresolved: string[]
   /** Placeholders whose supplied value is not a list of `{role, content}`. */
   invalidPlaceholders: string[]
+  /** The reference keys rendered (messages with `{{> slug}}`), in order of first use. */
+  included: string[]
+}
+
+export interface ChatRenderOptions extends RenderOptions {
+  /** The included template for a reference (resolved beforehand by the caller). */
+  include?: LogicRenderOptions['include']
+  /** Most nodes evaluated over all messages with logic. */
+  maxSteps?: number
 }
 
 const own = (values: Record<string, unknown>, name: string): unknown =>
@@ -110,7 +147,7 @@ export function renderChat(
   variables: readonly Variable[],
   values: Record<string, unknown>,
   mode: RenderMode,
-  options: RenderOptions = {},
+  options: ChatRenderOptions = {},
 ): ChatRenderOutcome {
   // The size of renderedContent, counted before each part is built (issue 14, finding 2).
   const max = options.maxOutputBytes
@@ -165,7 +202,27 @@ export function renderChat(
   const renderedMessages: RenderedMessage[] = []
   const blocks: string[] = []
   const invalidPlaceholders: string[] = []
+  const included: string[] = []
+  let stepsLeft = options.maxSteps ?? DEFAULT_MAX_STEPS
   for (const entry of chat) {
+    if (entry.kind === 'message' && entry.logic) {
+      // Blocks and references: the logic renderer, counted against the same output cap.
+      const head = utf8Length(entry.role) + 3 + (blocks.length > 0 ? 2 : 0) // "\n\n[" role "]\n"
+      grow(head)
+      const outcome = renderLogic(entry.logic, variables, values, mode, {
+        maxOutputBytes: max ?? Number.POSITIVE_INFINITY,
+        startBytes: size,
+        maxSteps: stepsLeft,
+        ...(options.include ? { include: options.include } : {}),
+      })
+      stepsLeft -= outcome.steps
+      grow(outcome.bytes)
+      for (const name of outcome.unresolved) noteUnresolved(name)
+      for (const key of outcome.included) if (!included.includes(key)) included.push(key)
+      renderedMessages.push({ role: entry.role, content: outcome.renderedContent })
+      blocks.push(`[${entry.role}]\n${outcome.renderedContent}`)
+      continue
+    }
     if (entry.kind === 'message') {
       let bytes = entry.compiled.bytes.tail + utf8Length(entry.role) + 3 // "[" role "]\n"
       entry.compiled.slots.forEach((slot, i) => {
@@ -211,5 +268,6 @@ export function renderChat(
     missingRequired,
     unresolved,
     invalidPlaceholders,
+    included,
   }
 }

@@ -15,9 +15,11 @@ export {
 export { type SyncedVariables, syncVariableNames, syncVariables } from './variables.ts'
 export {
   asMessageList,
+  type ChatRenderOptions,
   type ChatRenderOutcome,
   type CompiledChat,
   type CompiledChatEntry,
+  chatLogic,
   chatTemplate,
   chatVariableNames,
   compileChat,
@@ -26,6 +28,7 @@ export {
 } from './chat.ts'
 export {
   compileLogic,
+  compileLogicIfAny,
   compileLogicOrFlat,
   DEFAULT_MAX_STEPS,
   flatNodes,

@@ -345,6 +345,8 @@ export interface LogicRenderOptions {
   maxSteps?: number
   /** The included template for a reference (resolved beforehand by the caller). */
   include?: (ref: IncludeRef) => LogicTemplate | undefined
+  /** Bytes of output already counted against maxOutputBytes (a chat prompt's earlier messages). */
+  startBytes?: number
 }
 
 export interface LogicRenderOutcome {
@@ -353,6 +355,10 @@ export interface LogicRenderOutcome {
   unresolved: string[]
   /** The reference keys actually rendered, in order of first use. */
   included: string[]
+  /** The UTF-8 size of renderedContent. */
+  bytes: number
+  /** Nodes evaluated (counted against maxSteps). */
+  steps: number
 }
 
 export const DEFAULT_MAX_STEPS = 2_000_000
@@ -391,11 +397,12 @@ export function renderLogic(
   const scopes: Scope[] = []
   let out = ''
   let bytes = 0
+  const startBytes = options.startBytes ?? 0
   let steps = 0
 
   const append = (text: string, size: number): void => {
     bytes += size
-    if (bytes > max) throw renderTooLarge(max)
+    if (startBytes + bytes > max) throw renderTooLarge(max)
     out += text
   }
   /** A root variable: supplied value, else its default, else undefined (unresolved). */
@@ -495,7 +502,7 @@ export function renderLogic(
     }
   }
   walk(template.nodes)
-  return { renderedContent: out, missingRequired, unresolved: [...unresolvedSet], included }
+  return { renderedContent: out, missingRequired, unresolved: [...unresolvedSet], included, bytes, steps }
 }
 
 function tooManySteps(maxSteps: number): AppError {
@@ -522,6 +529,19 @@ export function templateVariableNames(source: string): readonly string[] | null 
   } catch (err) {
     // A syntax error is refused at save by its own check; detection keeps the flat names.
     if (err instanceof TemplateSyntaxError) return null
+    throw err
+  }
+}
+
+/**
+ * The logic template of a source when it has logic; undefined when it has none or (an old
+ * version) does not parse: the flat path renders it then.
+ */
+export function compileLogicIfAny(source: string): LogicTemplate | undefined {
+  try {
+    return compileLogic(source) ?? undefined
+  } catch (err) {
+    if (err instanceof TemplateSyntaxError) return undefined
     throw err
   }
 }

@@ -159,18 +159,23 @@ export async function createPrompt(ctx: Context, args: string[]): Promise<number
 
 /** `pm prompts update <promptId>`: changes only what the flags name. */
 export async function updatePrompt(ctx: Context, args: string[]): Promise<number> {
-  const { values, positionals } = parse(args, EDIT_OPTIONS)
+  const { values, positionals } = parse(args, { ...EDIT_OPTIONS, force: { type: 'boolean', default: false } })
   const id = positionals[0]
   if (!id)
     throw new UsageError('pm prompts update <promptId> [--name ...] [--template ... | --message ...] ...')
-  const body = editBody(values)
+  const { force, ...edits } = values
+  const body = editBody(edits)
   if (Object.keys(body).length === 0) {
     throw new UsageError(
       'nothing to change: give at least one of --name, --slug, --description, --tags, --template, --template-file, --message, --messages-file, --config-json, --public',
     )
   }
   const client = await clientFor(ctx, 'any')
-  const updated = await client.api.updatePrompt({ params: { id }, body })
+  const updated = await client.api.updatePrompt({
+    params: { id },
+    body,
+    ...(force ? { query: { force: 'true' as const } } : {}),
+  })
   const stale = updated.staleVariables?.length
     ? `\nvariables the draft no longer uses (kept until removed): ${updated.staleVariables.join(', ')}`
     : ''
@@ -180,14 +185,20 @@ export async function updatePrompt(ctx: Context, args: string[]): Promise<number
 
 /** `pm prompts delete <promptId> --yes`: the prompt, its versions and pins; there is no undo. */
 export async function deletePrompt(ctx: Context, args: string[]): Promise<number> {
-  const { values, positionals } = parse(args, { yes: { type: 'boolean', default: false } })
+  const { values, positionals } = parse(args, {
+    yes: { type: 'boolean', default: false },
+    force: { type: 'boolean', default: false },
+  })
   const id = positionals[0]
-  if (!id) throw new UsageError('pm prompts delete <promptId> --yes')
+  if (!id) throw new UsageError('pm prompts delete <promptId> --yes [--force]')
   if (!values.yes) {
     throw new UsageError(`deleting ${id} removes its versions and pins for good: add --yes to confirm`)
   }
   const client = await clientFor(ctx, 'any')
-  const deleted = await client.api.deletePrompt({ params: { id } })
+  const deleted = await client.api.deletePrompt({
+    params: { id },
+    ...(values.force ? { query: { force: 'true' as const } } : {}),
+  })
   ctx.print(`Deleted ${id}.`, deleted)
   return 0
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
+import type { RenderedPrompt } from '@pm/client'
 import { ENVIRONMENTS, type EnvironmentName, type ImportBatch } from '@pm/contracts'
 import { CommandError, type Context, clientFor, parse, required, table, UsageError } from '../context.ts'
 import { ProgressBar } from '../progress.ts'
@@ -217,7 +218,8 @@ function parseVars(pairs: string[], json: string | undefined): Record<string, un
 
 /**
  * `pm invoke <promptId>` or `pm invoke --slug <slug>`: prints the rendered text (or the whole
- * result, with a chat prompt's renderedMessages and the config, with --json).
+ * result, with a chat prompt's renderedMessages, the config and the `references` it included,
+ * with --json); the prompts a template included are named on stderr.
  */
 export async function invokeCommand(ctx: Context, args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
@@ -245,5 +247,14 @@ export async function invokeCommand(ctx: Context, args: string[]): Promise<numbe
       : await client.invoke(id ?? '', variables, options)
   const { source: _source, ...data } = result
   ctx.print(result.renderedContent, data)
+  // What the template included, on stderr: stdout stays the rendered text alone (for pipes).
+  if (!ctx.json && result.references && result.references.length > 0) {
+    ctx.io.stderr.write(`included: ${describeReferences(result.references)}\n`)
+  }
   return 0
+}
+
+/** `header v1 (latest), policy v3 (production)`: which version of each included prompt rendered, and how it was named. */
+export function describeReferences(references: NonNullable<RenderedPrompt['references']>): string {
+  return references.map((r) => `${r.slug} v${r.version} (${r.via})`).join(', ')
 }

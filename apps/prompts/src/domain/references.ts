@@ -1,5 +1,6 @@
 import {
   AppError,
+  type ChatMessage,
   EVENT_SUBJECTS,
   type PromptDependencyChangedEvent,
   type PromptReference,
@@ -23,6 +24,19 @@ export function referencesOf(template: string): IncludeRef[] {
     if (err instanceof TemplateSyntaxError) return []
     throw err
   }
+}
+
+/**
+ * Every reference occurrence of a prompt's content: its template's, or for a chat prompt each
+ * message's content in order (its derived template is not parsed as a whole: a block opens and
+ * closes within one message).
+ */
+export function contentReferences(content: {
+  template: string
+  messages?: readonly ChatMessage[]
+}): IncludeRef[] {
+  if (!content.messages) return referencesOf(content.template)
+  return content.messages.flatMap((m) => ('content' in m ? referencesOf(m.content) : []))
 }
 
 /** A refusal at save, naming the field and, for references, the chain. */

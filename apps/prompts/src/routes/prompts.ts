@@ -38,6 +38,7 @@ export function promptRoutes(app: Service, { service }: PromptsDeps): void {
       request.params.id,
       request.body,
       auditContextOf(request),
+      request.query.force === 'true',
     )
     return { ...publicPrompt(prompt), ...(staleVariables ? { staleVariables } : {}) }
   })

@@ -1,8 +1,9 @@
-import { AppError, type PromptDependent } from '@pm/contracts'
+import { AppError, type ChatMessage, type PromptDependent } from '@pm/contracts'
 import type { IncludeRef } from '@pm/template'
 import {
   affectedBy,
   checkSyntax,
+  contentReferences,
   dependencyChanged,
   invalidTemplate,
   MAX_INCLUDE_DEPTH,
@@ -24,19 +25,25 @@ export class Composition {
   }
 
   /**
-   * Refuses a text template with a syntax error, a reference to a missing slug or a chat
-   * prompt, a cycle, a depth over 5 or more than 50 includes (400 VALIDATION_ERROR naming the
-   * path and the chain). The graph follows each included prompt's draft and current version.
+   * Refuses a text template, or a chat prompt's messages, with a syntax error, a reference to a
+   * missing slug or a chat prompt, a cycle, a depth over 5 or more than 50 includes (400
+   * VALIDATION_ERROR naming the path, `/body/template` or `/body/messages/<i>/content`, and the
+   * chain). The graph follows each included prompt's draft and current version; the bound on
+   * includes counts the whole prompt (a chat prompt renders as one).
    */
-  async checkTemplate(
+  async checkContent(
     organizationId: string,
     self: { id?: string; slug: string },
-    template: string,
-    path = '/body/template',
+    content: { template: string; messages?: readonly ChatMessage[] },
   ): Promise<void> {
-    checkSyntax(template, path)
-    const top = referencesOf(template)
-    if (top.length === 0) return
+    const sources = content.messages
+      ? content.messages.flatMap((m, i) =>
+          'content' in m ? [{ template: m.content, path: `/body/messages/${i}/content` }] : [],
+        )
+      : [{ template: content.template, path: '/body/template' }]
+    for (const source of sources) checkSyntax(source.template, source.path)
+    const tops = sources.map((source) => ({ ...source, refs: referencesOf(source.template) }))
+    if (tops.every((top) => top.refs.length === 0)) return
     const bySlug = new Map<string, PromptRecord | null>()
     const refsOf = new Map<string, IncludeRef[]>()
     const find = async (slug: string): Promise<PromptRecord | null> => {
@@ -50,7 +57,7 @@ export class Composition {
           ? await this.store.getVersion(prompt._id, prompt.currentVersionId)
           : null
         const seen = new Set<string>()
-        refs = [...referencesOf(prompt.template), ...referencesOf(current?.template ?? '')].filter((r) => {
+        refs = [...contentReferences(prompt), ...(current ? contentReferences(current) : [])].filter((r) => {
           if (seen.has(r.key)) return false
           seen.add(r.key)
           return true
@@ -60,7 +67,7 @@ export class Composition {
       return refs
     }
     let count = 0
-    const walk = async (refs: IncludeRef[], chain: string[]): Promise<void> => {
+    const walk = async (refs: IncludeRef[], chain: string[], path: string): Promise<void> => {
       for (const ref of refs) {
         const next = [...chain, ref.slug]
         if (ref.slug === self.slug || chain.slice(1).includes(ref.slug)) {
@@ -78,10 +85,10 @@ export class Composition {
         if (prompt.type !== 'text') {
           throw invalidTemplate(path, `${ref.slug} is a chat prompt; only text prompts can be included`, next)
         }
-        await walk(await childRefs(prompt), next)
+        await walk(await childRefs(prompt), next, path)
       }
     }
-    await walk(top, [self.slug])
+    for (const top of tops) await walk(top.refs, [self.slug], top.path)
   }
 
   /** Prompts whose draft or current version includes `prompt`, and where. */
@@ -103,21 +110,26 @@ export class Composition {
     const candidates = await this.store.listContaining(prompt.organizationId, prompt.slug, prompt._id)
     const found: Array<{ parent: PromptRecord; inDraft: IncludeRef[]; inCurrent: IncludeRef[] }> = []
     for (const { prompt: parent, current } of candidates) {
-      const of = (t: string | undefined) => referencesOf(t ?? '').filter((r) => r.slug === prompt.slug)
-      const inDraft = of(parent.template)
-      const inCurrent = of((current as VersionRecord | null)?.template)
+      const of = (content: Pick<VersionRecord, 'template' | 'messages'> | null) =>
+        (content ? contentReferences(content) : []).filter((r) => r.slug === prompt.slug)
+      const inDraft = of(parent)
+      const inCurrent = of(current as VersionRecord | null)
       if (inDraft.length > 0 || inCurrent.length > 0) found.push({ parent, inDraft, inCurrent })
     }
     return found
   }
 
-  /** 409 CONFLICT listing the prompts that include this one, when there are any. */
-  async refuseIfIncluded(prompt: PromptRecord): Promise<void> {
+  /**
+   * 409 CONFLICT listing the prompts that include this one, when there are any: before a delete,
+   * or a change of slug (their `{{> slug}}` would name nothing, or another prompt later).
+   */
+  async refuseIfIncluded(prompt: PromptRecord, action: 'delete' | 'slug'): Promise<void> {
     const dependents = await this.dependents(prompt)
     if (dependents.length === 0) return
+    const what = action === 'delete' ? 'delete it anyway' : 'change its slug anyway'
     throw new AppError(
       'CONFLICT',
-      `other prompts include ${prompt.slug}: ${dependents.map((d) => d.slug).join(', ')} (delete with force=true to delete anyway)`,
+      `other prompts include ${prompt.slug}: ${dependents.map((d) => d.slug).join(', ')} (force=true to ${what})`,
       { dependents },
     )
   }

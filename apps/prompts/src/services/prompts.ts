@@ -213,13 +213,7 @@ export class PromptsService {
         ))
     const type = input.type ?? 'text'
     const content = buildContent(type, input, input.variables ?? [])
-    if (type === 'text') {
-      await this.composition.checkTemplate(
-        organizationId,
-        { slug: input.slug ?? slugify(input.name) },
-        content.template,
-      )
-    }
+    await this.composition.checkContent(organizationId, { slug: input.slug ?? slugify(input.name) }, content)
     const now = new Date().toISOString()
     const record: PromptRecord = {
       _id: newId(),
@@ -298,7 +292,8 @@ export class PromptsService {
 
   /**
    * Saves draft fields (and metadata); never creates a version. A rename keeps the slug (code
-   * refers to prompts by it); `slug` changes it. A change of visibility is announced with
+   * refers to prompts by it); `slug` changes it, refused while other prompts include this one
+   * unless `force`. A change of visibility is announced with
    * `prompt.visibility.changed`, written with the change.
    */
   async update(
@@ -306,12 +301,18 @@ export class PromptsService {
     id: string,
     body: UpdatePromptRequest,
     audit?: AuditContext,
+    /** Change the slug even when other prompts include this one (they then answer INVALID_REFERENCE). */
+    force = false,
   ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
     const current = await this.get(organizationId, id)
     checkTypeUnchanged(current.type, body.type)
     const patch: PromptPatch = { updatedAt: new Date().toISOString() }
     if (body.name !== undefined) patch.name = body.name.trim()
-    if (body.slug !== undefined && body.slug !== current.slug) patch.slug = body.slug
+    if (body.slug !== undefined && body.slug !== current.slug) {
+      // Prompts that include this one name it by its slug: 409 listing them, unless forced.
+      if (!force) await this.composition.refuseIfIncluded(current, 'slug')
+      patch.slug = body.slug
+    }
     if (body.description !== undefined) patch.description = body.description
     if (body.tags !== undefined) patch.tags = body.tags
     let staleVariables: string[] | undefined
@@ -321,11 +322,11 @@ export class PromptsService {
           ? { template: body.template, messages: body.messages ?? current.messages }
           : { template: body.template ?? current.template, messages: body.messages }
       const content = buildContent(current.type, given, body.variables ?? current.variables)
-      if (current.type === 'text' && body.template !== undefined) {
-        await this.composition.checkTemplate(
+      if (body.template !== undefined || body.messages !== undefined) {
+        await this.composition.checkContent(
           organizationId,
           { id: current._id, slug: patch.slug ?? current.slug },
-          content.template,
+          content,
         )
       }
       patch.template = content.template
@@ -378,7 +379,7 @@ export class PromptsService {
   async delete(organizationId: string, id: string, force = false, audit?: AuditContext): Promise<void> {
     // A prompt others include answers 409 listing them, unless forced (their renders then fail
     // with INVALID_REFERENCE until they are edited).
-    if (!force) await this.composition.refuseIfIncluded(await this.get(organizationId, id))
+    if (!force) await this.composition.refuseIfIncluded(await this.get(organizationId, id), 'delete')
     const at = new Date().toISOString()
     const deleted = await this.store.deletePrompt(organizationId, id, (prompt) => [
       promptDeleted(prompt, at),

@@ -1,9 +1,21 @@
-import { API_ROUTES, AppError, CONTEXT_HEADER, type InvokeResult } from '@pm/contracts'
+import { API_ROUTES, AppError, CONTEXT_HEADER, type InvokeResult, type PromptReference } from '@pm/contracts'
 import { requireOrganization, route, type Service } from '@pm/kit'
-import { compileChat, compileLogic, renderChat, renderCompiled, renderTemplate } from '@pm/template'
+import {
+  type ChatRenderOutcome,
+  compileChat,
+  compileLogic,
+  renderChat,
+  renderCompiled,
+  renderTemplate,
+} from '@pm/template'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { RenderDeps } from '../deps.ts'
-import { type FetchReference, renderComposed } from '../services/compose.ts'
+import {
+  chatHasReferences,
+  type FetchReference,
+  renderComposed,
+  renderComposedChat,
+} from '../services/compose.ts'
 import type { Resolver, ResolveRequest, Served, Snapshot } from '../services/resolver.ts'
 
 /**
@@ -191,7 +203,44 @@ async function invokeComposed(
   }
 }
 
-/** Invoke of any snapshot: composed when it has logic, the flat path otherwise. */
+/** Invoke of a chat snapshot whose messages include other prompts: references resolved first. */
+async function invokeComposedChat(
+  snapshot: Snapshot,
+  chat: NonNullable<Snapshot['chat']>,
+  values: Record<string, unknown>,
+  reply: FastifyReply,
+  maxOutputBytes: number,
+  fetch: FetchReference,
+): Promise<InvokeResult> {
+  const outcome = await renderComposedChat(
+    {
+      slug: snapshot.slug ?? snapshot.promptId,
+      chat,
+      promptId: snapshot.promptId,
+      variables: snapshot.variables,
+    },
+    values,
+    'invoke',
+    fetch,
+    maxOutputBytes,
+  )
+  if (outcome.missingRequired.length > 0)
+    throw missingRequired(outcome.missingRequired, snapshot.variables, values)
+  if (outcome.invalidPlaceholders.length > 0) throw notMessageLists(outcome.invalidPlaceholders)
+  reply.header('x-service-version', String(snapshot.version))
+  return {
+    renderedContent: outcome.renderedContent,
+    variables: values,
+    promptId: snapshot.promptId,
+    versionId: snapshot.versionId,
+    version: snapshot.version,
+    renderedMessages: outcome.renderedMessages,
+    ...(snapshot.config ? { config: snapshot.config } : {}),
+    references: outcome.references,
+  }
+}
+
+/** Invoke of any snapshot: composed when it has logic or references, the flat path otherwise. */
 function invokeAny(
   snapshot: Snapshot,
   values: Record<string, unknown>,
@@ -199,8 +248,11 @@ function invokeAny(
   maxOutputBytes: number,
   fetch: () => FetchReference,
 ): InvokeResult | Promise<InvokeResult> {
-  const { logic } = snapshot
+  const { logic, chat } = snapshot
   if (logic) return invokeComposed({ ...snapshot, logic }, values, reply, maxOutputBytes, fetch())
+  if (chat && chatHasReferences(chat)) {
+    return invokeComposedChat(snapshot, chat, values, reply, maxOutputBytes, fetch())
+  }
   return invokeResult(snapshot, values, reply, maxOutputBytes)
 }
 
@@ -293,9 +345,22 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
       const draft = await resolver.draft({ ...lookup(request, request.params.id), publicOnly: false })
       const values = request.body?.variables ?? {}
       if (draft.messages) {
-        const chat = renderChat(compileChat(draft.messages), draft.variables, values, 'inject', {
-          maxOutputBytes,
-        })
+        const compiled = compileChat(draft.messages)
+        const composed = chatHasReferences(compiled)
+        const chat: ChatRenderOutcome & { references?: PromptReference[] } = composed
+          ? await renderComposedChat(
+              {
+                slug: draft.slug ?? draft.promptId,
+                chat: compiled,
+                promptId: draft.promptId,
+                variables: draft.variables,
+              },
+              values,
+              'inject',
+              referenceFetcher(resolver, request),
+              maxOutputBytes,
+            )
+          : renderChat(compiled, draft.variables, values, 'inject', { maxOutputBytes })
         if (chat.invalidPlaceholders.length > 0) throw notMessageLists(chat.invalidPlaceholders)
         return {
           renderedContent: chat.renderedContent,
@@ -303,6 +368,7 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
           variables: values,
           renderedMessages: chat.renderedMessages,
           ...(draft.config ? { config: draft.config } : {}),
+          ...(chat.references ? { references: chat.references } : {}),
         }
       }
       const logic = compileLogicOrNull(draft.template)

@@ -1,5 +1,15 @@
 import { AppError, type PromptReference, type Variable } from '@pm/contracts'
-import { flatNodes, type IncludeRef, type LogicTemplate, type RenderMode, renderLogic } from '@pm/template'
+import {
+  type ChatRenderOutcome,
+  type CompiledChat,
+  chatLogic,
+  flatNodes,
+  type IncludeRef,
+  type LogicTemplate,
+  type RenderMode,
+  renderChat,
+  renderLogic,
+} from '@pm/template'
 import type { Snapshot } from './resolver.ts'
 
 /**
@@ -65,9 +75,12 @@ export function mergeVariables(lists: readonly (readonly Variable[])[]): Variabl
   return [...byName.values()]
 }
 
-/** Resolves every reference reachable from `root`, within the bounds; throws INVALID_REFERENCE. */
+/**
+ * Resolves every reference reachable from `root` (a text template, or each message of a chat
+ * prompt: one render, so one count of includes), within the bounds; throws INVALID_REFERENCE.
+ */
 export async function resolveParts(
-  root: { slug: string; logic: LogicTemplate; promptId?: string },
+  root: { slug: string; logics: readonly LogicTemplate[]; promptId?: string },
   fetch: FetchReference,
 ): Promise<Map<string, Part>> {
   const parts = new Map<string, Part>()
@@ -99,26 +112,14 @@ export async function resolveParts(
       await walk(part.logic, next, [...ids, part.snapshot.promptId])
     }
   }
-  await walk(root.logic, [root.slug], root.promptId ? [root.promptId] : [])
+  for (const logic of root.logics) await walk(logic, [root.slug], root.promptId ? [root.promptId] : [])
   return parts
 }
 
-/** Renders a template with references and logic; `references` lists the parts rendered, in order of first use. */
-export async function renderComposed(
-  root: { slug: string; logic: LogicTemplate; promptId?: string; variables: readonly Variable[] },
-  values: Record<string, unknown>,
-  mode: RenderMode,
-  fetch: FetchReference,
-  maxOutputBytes: number,
-): Promise<ComposedOutcome> {
-  const parts = await resolveParts(root, fetch)
-  const variables = mergeVariables([root.variables, ...[...parts.values()].map((p) => p.snapshot.variables)])
-  const outcome = renderLogic(root.logic, variables, values, mode, {
-    maxOutputBytes,
-    include: (ref) => parts.get(ref.key)?.logic,
-  })
+/** The parts rendered, by their keys in order of first use, as a result's `references`. */
+function referencesOf(parts: Map<string, Part>, included: readonly string[]): PromptReference[] {
   const references: PromptReference[] = []
-  for (const key of outcome.included) {
+  for (const key of included) {
     const part = parts.get(key)
     if (!part) continue
     references.push({
@@ -129,10 +130,54 @@ export async function renderComposed(
       via: part.ref.via,
     })
   }
+  return references
+}
+
+function partVariables(root: readonly Variable[], parts: Map<string, Part>): Variable[] {
+  return mergeVariables([root, ...[...parts.values()].map((p) => p.snapshot.variables)])
+}
+
+/** Renders a template with references and logic; `references` lists the parts rendered, in order of first use. */
+export async function renderComposed(
+  root: { slug: string; logic: LogicTemplate; promptId?: string; variables: readonly Variable[] },
+  values: Record<string, unknown>,
+  mode: RenderMode,
+  fetch: FetchReference,
+  maxOutputBytes: number,
+): Promise<ComposedOutcome> {
+  const parts = await resolveParts({ ...root, logics: [root.logic] }, fetch)
+  const outcome = renderLogic(root.logic, partVariables(root.variables, parts), values, mode, {
+    maxOutputBytes,
+    include: (ref) => parts.get(ref.key)?.logic,
+  })
   return {
     renderedContent: outcome.renderedContent,
     missingRequired: outcome.missingRequired,
     unresolved: outcome.unresolved,
-    references,
+    references: referencesOf(parts, outcome.included),
   }
+}
+
+/**
+ * Renders a chat prompt whose messages have references: resolved first for all messages
+ * (nothing renders half), then each message rendered with the parts in hand.
+ */
+export async function renderComposedChat(
+  root: { slug: string; chat: CompiledChat; promptId?: string; variables: readonly Variable[] },
+  values: Record<string, unknown>,
+  mode: RenderMode,
+  fetch: FetchReference,
+  maxOutputBytes: number,
+): Promise<ChatRenderOutcome & { references: PromptReference[] }> {
+  const parts = await resolveParts({ ...root, logics: chatLogic(root.chat) }, fetch)
+  const outcome = renderChat(root.chat, partVariables(root.variables, parts), values, mode, {
+    maxOutputBytes,
+    include: (ref) => parts.get(ref.key)?.logic,
+  })
+  return { ...outcome, references: referencesOf(parts, outcome.included) }
+}
+
+/** Whether a chat prompt's messages name any other prompt. */
+export function chatHasReferences(chat: CompiledChat): boolean {
+  return chatLogic(chat).some((logic) => logic.occurrences.length > 0)
 }

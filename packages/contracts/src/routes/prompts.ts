@@ -20,7 +20,7 @@ import {
   UpdateVariableRequest,
   VariableList,
 } from '../prompts.ts'
-import { DeletePromptQuery, PromptDependents } from '../composition.ts'
+import { DeletePromptQuery, PromptDependents, UpdatePromptQuery } from '../composition.ts'
 import { MiB, PROMPT_PREFIX, keyOrUser, type RouteSpec } from './spec.ts'
 
 /** Prompts and drafts, and CSV import (prompts). */
@@ -74,11 +74,13 @@ export const PROMPT_ROUTES = {
     description:
       'Creates no version. `staleVariables` lists declared variables the new template no longer ' +
       'uses. Making a prompt public needs a published version. A rename keeps the slug; `slug` ' +
-      'changes it (409 CONFLICT when taken). `type` cannot change; `template` is refused for a ' +
+      'changes it (409 CONFLICT when taken; 409 CONFLICT listing them in `details.dependents` when ' +
+      'other prompts include this one by its slug, unless `force=true`). `type` cannot change; `template` is refused for a ' +
       'chat prompt (it is derived from `messages`) and `messages` for a text prompt. `config: null` ' +
       'removes the config. Emits `prompt.visibility.changed` when `isPublic` changes.',
     ...keyOrUser('prompts', 'context', 'prompts:write'),
     params: PromptParams,
+    query: UpdatePromptQuery,
     body: UpdatePromptRequest,
     status: 200,
     response: PromptWithStale,
