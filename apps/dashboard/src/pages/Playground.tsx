@@ -582,11 +582,12 @@ function RunDetail({ runId, onClose }: { runId: string | null; onClose: () => vo
   })
   return (
     <Dialog open={runId !== null} title="Run" onClose={onClose}>
-      <div className="dialog-body pg-run-detail">
+      {/* biome-ignore lint/a11y/noNoninteractiveTabindex: a long run scrolls (max-height 70vh); axe asks that keyboard users can reach it (scrollable-region-focusable) */}
+      <section className="dialog-body pg-run-detail" aria-label="The run (scrolls)" tabIndex={0}>
         {run.isPending && <Loading label="Loading the run" />}
         <ErrorBanner error={run.error} />
         {run.data && <RunShown run={run.data} />}
-      </div>
+      </section>
       <div className="actions">
         <button type="button" className="btn" onClick={onClose}>
           Close
