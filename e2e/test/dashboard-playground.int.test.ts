@@ -238,10 +238,17 @@ describe('the dashboard Playground in a real browser', () => {
     // 1 streamed + 1 stopped + 1 failed + 3 compared.
     await until(() => history.locator('tbody tr').count()).toBe(6)
     expect(await history.getByText('failed').count()).toBeGreaterThan(0)
+    // The stopped run is logged as cancelled, not as a success (issue 27).
+    expect(await history.getByText('cancelled', { exact: true }).count()).toBe(1)
+    expect(await history.getByText('succeeded', { exact: true }).count()).toBe(4)
     await history.locator('tbody tr').first().getByRole('button').click()
     const dialog = page.getByRole('dialog', { name: 'Run' })
     await until(() => dialog.getByTestId('run-answer').innerText()).toMatch(/hello Bo/)
     await check('playground-run')
+    await dialog.getByRole('button', { name: 'Close' }).click()
+    await history.locator('tbody tr', { hasText: 'cancelled' }).getByRole('button').click()
+    await until(() => dialog.innerText()).toMatch(/Stopped by the client before the answer was complete/)
+    await check('playground-run-cancelled')
     await dialog.getByRole('button', { name: 'Close' }).click()
   })
 

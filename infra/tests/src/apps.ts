@@ -1,12 +1,14 @@
 import { GatewayConfigSchema } from '@pm/gateway'
 import { IdentityConfigSchema } from '@pm/identity'
+import { ExperimentsConfigSchema } from '@pm/experiments'
 import { loadConfig, loadSecretBox } from '@pm/kit'
 import { PromptsConfigSchema } from '@pm/prompts'
 import { RenderConfigSchema } from '@pm/render'
+import { RunsConfigSchema } from '@pm/runs'
 import { WebhooksConfigSchema } from '@pm/webhooks'
 import type { TObject } from '@sinclair/typebox'
 
-export type AppName = 'gateway' | 'identity' | 'prompts' | 'render' | 'webhooks'
+export type AppName = 'gateway' | 'identity' | 'prompts' | 'render' | 'webhooks' | 'runs' | 'experiments'
 export type ServerName = 'mongo' | 'nats' | 'redis'
 
 export interface AppSpec {
@@ -17,8 +19,11 @@ export interface AppSpec {
   calls: Partial<Record<string, AppName>>
   /** The servers the app uses in the distributed mode. */
   servers: ServerName[]
-  /** Reaches arbitrary hosts on the internet (webhook deliveries). */
-  internet: boolean
+  /**
+   * Reaches hosts on the public internet, never private addresses: on any port (webhook
+   * deliveries: a subscriber's URL may name one), or on HTTPS only (model providers).
+   */
+  internet: 'any-port' | 'https' | false
   /** Settings the schema leaves optional that the distributed mode requires (the app refuses to start without them). */
   needs?: string[]
 }
@@ -33,6 +38,8 @@ export const APPS: Record<AppName, AppSpec> = {
       PROMPTS_URL: 'prompts',
       RENDER_URLS: 'render',
       WEBHOOKS_URL: 'webhooks',
+      RUNS_URL: 'runs',
+      EXPERIMENTS_URL: 'experiments',
     },
     servers: ['nats', 'redis'],
     internet: false,
@@ -63,9 +70,30 @@ export const APPS: Record<AppName, AppSpec> = {
     schema: WebhooksConfigSchema,
     calls: {},
     servers: ['nats', 'mongo'],
-    internet: true,
+    internet: 'any-port',
     // Seals the webhook signing secrets at rest (docs/operations.md, "Secrets at rest").
     needs: ['SECRETS_KEY'],
+  },
+  runs: {
+    name: 'runs',
+    schema: RunsConfigSchema,
+    // Renders through render's invoke/inject; asks prompts for a draft's prompt by slug.
+    calls: { RENDER_URL: 'render', PROMPTS_URL: 'prompts' },
+    // No NATS: runs neither publishes nor consumes events.
+    servers: ['mongo'],
+    // Model providers (OpenAI, Anthropic, compatible APIs) over HTTPS.
+    internet: 'https',
+    // Seals the provider API keys at rest; required with MONGO_URL.
+    needs: ['SECRETS_KEY'],
+  },
+  experiments: {
+    name: 'experiments',
+    schema: ExperimentsConfigSchema,
+    // Variants checked against prompts; each unit is one run on the runs service.
+    calls: { PROMPTS_URL: 'prompts', RUNS_URL: 'runs' },
+    // NATS: the JetStream work queue of experiments, and experiment.completed.
+    servers: ['nats', 'mongo'],
+    internet: false,
   },
 }
 

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { APP_NAMES, APPS, type AppName, checkSettings, SERVER_SETTING, type ServerName } from './apps.ts'
+import { APP_ARG, DOCKERFILE } from './dockerfile.ts'
 import { readYamlDocuments } from './kustomize.ts'
 
 export interface VariableUse {
@@ -95,7 +96,9 @@ function interpolateAll(
 
 export interface ComposeService {
   image?: string
-  build?: string | { context?: string; dockerfile?: string }
+  build?:
+    | string
+    | { context?: string; dockerfile?: string; args?: Record<string, string | number | null> | string[] }
   command?: string | string[]
   environment?: Record<string, string | number | boolean | null> | string[]
   depends_on?: string[] | Record<string, { condition?: string }>
@@ -132,6 +135,14 @@ export function serviceEnv(service: ComposeService): Record<string, string> {
   return env
 }
 
+function buildArgs(
+  args: Record<string, string | number | null> | string[] | undefined,
+): Record<string, string> {
+  if (Array.isArray(args))
+    return Object.fromEntries(args.map((a) => [a.split('=')[0], a.split('=').slice(1).join('=')]))
+  return Object.fromEntries(Object.entries(args ?? {}).map(([k, v]) => [k, v === null ? '' : String(v)]))
+}
+
 function dependsOn(service: ComposeService): Record<string, string | undefined> {
   if (Array.isArray(service.depends_on))
     return Object.fromEntries(service.depends_on.map((d) => [d, undefined]))
@@ -159,8 +170,8 @@ export function serverServices(project: ComposeProject): Partial<Record<ServerNa
 }
 
 /**
- * The compose file runs the distributed mode completely: the five apps built from their
- * Dockerfiles with complete settings the apps accept, the three servers (MongoDB as a
+ * The compose file runs the distributed mode completely: the seven apps built from the one
+ * Dockerfile (each with its APP build argument) with complete settings the apps accept, the three servers (MongoDB as a
  * replica set, NATS with JetStream), health checks everywhere, every app starting after
  * what it calls is healthy, URLs that reach the right service and port, only the gateway
  * published, and no variable left without a default but the secret that must be chosen.
@@ -202,10 +213,18 @@ export function checkCompose(project: ComposeProject, repoRoot: string, mustChoo
       continue
     }
     const where = `compose: ${app}`
-    const dockerfile = typeof service.build === 'object' ? service.build.dockerfile : undefined
-    if (dockerfile !== `apps/${app}/Dockerfile` || !existsSync(join(repoRoot, dockerfile))) {
-      problems.push(`${where}: not built from apps/${app}/Dockerfile`)
+    const build = typeof service.build === 'object' ? service.build : { context: service.build }
+    const dockerfile = build.dockerfile ?? 'Dockerfile'
+    if (
+      (build.context ?? '.') !== '.' ||
+      dockerfile !== DOCKERFILE ||
+      !existsSync(join(repoRoot, dockerfile)) ||
+      buildArgs(build.args)[APP_ARG] !== app
+    ) {
+      problems.push(`${where}: not built from ${DOCKERFILE} with ${APP_ARG}=${app}`)
     }
+    if (!service.image?.split(':')[0]?.endsWith(`/${app}`))
+      problems.push(`${where}: image ${service.image} is not named after the app`)
     const test = healthTest(service)
     if (!test.includes('/health/ready')) problems.push(`${where}: health check does not ask /health/ready`)
     if (!test.includes('process.env.PORT') && !test.includes(`:${ports[app]}/`)) {

@@ -569,8 +569,8 @@ const SERVER_ENDPOINTS: Record<ServerName, { ip: string; port: number }> = {
 /**
  * The NetworkPolicies give exactly the reachability the architecture needs: the ingress
  * controller reaches the gateway only; each service is reached only by its callers; each
- * app reaches its servers, DNS and nothing else; only webhooks reaches the public internet,
- * and not private addresses.
+ * app reaches its servers, DNS and nothing else; only webhooks (any port) and runs (HTTPS,
+ * for the model providers) reach the public internet, and neither reaches private addresses.
  */
 export function checkNetworkPolicies(c: Cluster, ingressNamespace = 'traefik'): string[] {
   const problems: string[] = []
@@ -654,8 +654,8 @@ export function checkNetworkPolicies(c: Cluster, ingressNamespace = 'traefik'): 
     const dns = allowed(policies, { from, to: { kind: 'ip', ip: '10.96.0.10' }, port: 53, protocol: 'UDP' })
     if (!dns) problems.push(`${c.where}: ${app} cannot resolve names (UDP 53)`)
     for (const [label, ip, port, expected] of [
-      ['the internet on 443', '203.0.113.10', 443, APPS[app].internet],
-      ['the internet on 8443', '203.0.113.10', 8443, APPS[app].internet],
+      ['the internet on 443', '203.0.113.10', 443, APPS[app].internet !== false],
+      ['the internet on 8443', '203.0.113.10', 8443, APPS[app].internet === 'any-port'],
       ['a private address on 443', '10.1.2.3', 443, false],
       ['the cloud metadata address', '169.254.169.254', 80, false],
     ] as const) {
@@ -694,7 +694,9 @@ export function checkSharedSettings(c: Cluster): string[] {
     return 'problem' in w ? undefined : containerEnv(c, namespaceOf(w.deployment), w.container).env
   }
   const envs = APP_NAMES.map((app) => [app, envOf(app)] as const)
-  const nats = new Set(envs.map(([, env]) => env?.NATS_URL))
+  const nats = new Set(
+    envs.filter(([app]) => APPS[app].servers.includes('nats')).map(([, env]) => env?.NATS_URL),
+  )
   if (nats.size !== 1) problems.push(`${c.where}: the apps are not on one NATS (${[...nats].join(', ')})`)
   const databases = envs
     .filter(([app]) => APPS[app].servers.includes('mongo'))

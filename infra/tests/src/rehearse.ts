@@ -26,7 +26,8 @@ export interface Rehearsal {
  * paths in RUN steps are mapped into it, `COPY . .` copies the repository minus what
  * .dockerignore keeps out, `COPY --from` copies between stage directories. The `base` stage
  * only installs pnpm and turbo, which the repository's toolchain already provides at the
- * same pinned versions (checked by the unit tests), so its RUN is not repeated. The runtime
+ * same pinned versions (checked by the unit tests), so its RUN is not repeated. The build
+ * arguments (APP) reach the RUN steps of the stages that declare them, as in Docker. The runtime
  * stage is laid out from its COPY --from steps only; its RUN steps (deleting npm from the
  * image) are never executed here. Only `turbo` and `pnpm` commands are run.
  */
@@ -35,6 +36,7 @@ export function rehearseBuild(
   repoRoot: string,
   root: string,
   env: NodeJS.ProcessEnv,
+  buildArgs: Record<string, string> = {},
 ): Rehearsal {
   const { stages } = stagesOf(parseDockerfile(readFileSync(dockerfile, 'utf8')))
   const log: string[] = []
@@ -52,8 +54,14 @@ export function rehearseBuild(
     const isBase = !stages.some((s) => s.name === stage.from) && !isRuntime
     let cwd = stageRoot(name)
     mkdirSync(cwd, { recursive: true })
+    // As in Docker, a RUN step sees the build arguments its stage declares, as variables.
+    const stageEnv: NodeJS.ProcessEnv = { ...env }
     for (const ins of stage.instructions) {
-      if (ins.keyword === 'WORKDIR') {
+      if (ins.keyword === 'ARG') {
+        const [key = '', fallback] = ins.args.split('=')
+        const value = buildArgs[key] ?? fallback
+        if (value !== undefined) stageEnv[key] = value
+      } else if (ins.keyword === 'WORKDIR') {
         cwd = inStage(name, ins.args)
         mkdirSync(cwd, { recursive: true })
         if (isRuntime) appDir = cwd
@@ -83,7 +91,12 @@ export function rehearseBuild(
           .trim()
         if (!ALLOWED_RUN.test(command)) throw new Error(`${dockerfile}: refusing to rehearse "${command}"`)
         log.push(`${name} (${cwd}): ${command}`)
-        execFileSync('bash', ['-c', command], { cwd, env, stdio: 'pipe', maxBuffer: 64 * 1024 * 1024 })
+        execFileSync('bash', ['-c', command], {
+          cwd,
+          env: stageEnv,
+          stdio: 'pipe',
+          maxBuffer: 64 * 1024 * 1024,
+        })
       }
     }
   })

@@ -15,10 +15,28 @@ const ENV = {
 describe('docker-compose.yml', () => {
   const project = loadCompose(FILE, ENV)
 
-  it('runs the five apps and the three servers', () => {
+  it('runs the seven apps and the three servers', () => {
     expect(Object.keys(project.services).sort()).toEqual(
-      ['gateway', 'identity', 'mongo', 'nats', 'prompts', 'redis', 'render', 'webhooks'].sort(),
+      [
+        'experiments',
+        'gateway',
+        'identity',
+        'mongo',
+        'nats',
+        'prompts',
+        'redis',
+        'render',
+        'runs',
+        'webhooks',
+      ].sort(),
     )
+  })
+
+  it('gives the gateway the runs and experiments services (optional in its schema, needed here)', () => {
+    expect(serviceEnv(project.services.gateway ?? {})).toMatchObject({
+      RUNS_URL: 'http://runs:4005',
+      EXPERIMENTS_URL: 'http://experiments:4006',
+    })
   })
 
   it('passes every check: settings, health checks, start order, URLs, ports, variables', () => {
@@ -90,6 +108,40 @@ describe('the compose checks catch', () => {
     expect(problems).toMatch(/webhooks needs SECRETS_KEY, not provided/)
     expect(problems).toMatch(/PROMPT_URL is not a setting of render/)
     expect(problems).toMatch(/identity would not start: .*AUTH_ALLOW_SIGNUP/)
+  })
+
+  it('an app not built from the one Dockerfile with its APP, or an image named after another', () => {
+    const problems = broken((p) => {
+      const runs = p.services.runs
+      if (runs) runs.build = { context: '.', args: { APP: 'render' } }
+      const experiments = p.services.experiments
+      if (experiments) {
+        experiments.build = { context: '.', dockerfile: 'apps/experiments/Dockerfile' }
+        experiments.image = 'prompt-service/runs:local'
+      }
+    }).join('\n')
+    expect(problems).toMatch(/runs: not built from Dockerfile with APP=runs/)
+    expect(problems).toMatch(/experiments: not built from Dockerfile with APP=experiments/)
+    expect(problems).toMatch(/experiments: image prompt-service\/runs:local is not named after the app/)
+  })
+
+  it('runs without its secrets key, or given a setting it does not read (NATS)', () => {
+    const problems = broken((p) => {
+      delete env(p, 'runs').SECRETS_KEY
+      env(p, 'runs').NATS_URL = 'nats://nats:4222'
+    }).join('\n')
+    expect(problems).toMatch(/runs needs SECRETS_KEY, not provided/)
+    expect(problems).toMatch(/NATS_URL is not a setting of runs/)
+  })
+
+  it('the gateway without RUNS_URL, and experiments starting before runs is healthy', () => {
+    const problems = broken((p) => {
+      delete env(p, 'gateway').RUNS_URL
+      const experiments = p.services.experiments
+      if (experiments) experiments.depends_on = { prompts: { condition: 'service_healthy' } }
+    }).join('\n')
+    expect(problems).toMatch(/gateway needs RUNS_URL, not provided/)
+    expect(problems).toMatch(/experiments: does not wait for runs to be healthy/)
   })
 
   it('a URL to the wrong service or port', () => {

@@ -7,25 +7,26 @@ import { describe, expect, it } from 'vitest'
 import { APP_NAMES } from '../src/apps.ts'
 import {
   checkDockerfile,
-  checkDockerfilesAlike,
   checkDockerignore,
+  checkOneDockerfile,
   checkSameCommandsAsCi,
+  expandShell,
   parseDockerfile,
   stagesOf,
 } from '../src/dockerfile.ts'
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url))
 
-describe('the Dockerfiles', () => {
+describe('the Dockerfile', () => {
   it.each(APP_NAMES)(
-    'apps/%s/Dockerfile: prune, frozen install, build, prod deploy, slim non-root runtime',
+    'Dockerfile with APP=%s: prune, frozen install, build, prod deploy, slim non-root runtime',
     (app) => {
       expect(checkDockerfile(app, ROOT)).toEqual([])
     },
   )
 
-  it('are one file but for the app name and port, and run the commands CI runs', () => {
-    expect(checkDockerfilesAlike(ROOT)).toEqual([])
+  it('is one file for every app, chosen by APP (no copies), and runs the commands CI runs', () => {
+    expect(checkOneDockerfile(ROOT)).toEqual([])
     expect(checkSameCommandsAsCi(ROOT)).toEqual([])
   })
 
@@ -56,28 +57,61 @@ describe('the Dockerfile reader', () => {
   })
 })
 
+describe('the shell expansion of a RUN step', () => {
+  it('substitutes set values, keeps an unset ${X:?...}, drops quotes', () => {
+    expect(expandShell('turbo prune "@pm/${APP:?say which}" --out /o', { APP: 'runs' })).toBe(
+      'turbo prune @pm/runs --out /o',
+    )
+    expect(expandShell('a ${APP:?say which} $B ${C:-d}', {})).toBe('a ${APP:?say which}  d')
+  })
+})
+
 describe('the Dockerfile checks catch', () => {
-  /** A scratch repository root holding the real files but one changed Dockerfile. */
-  function withDockerfile(change: (text: string) => string): string {
+  /** A scratch repository root holding the real files but a changed Dockerfile (and maybe a copy). */
+  function withDockerfile(change: (text: string) => string, copyFor?: string): string {
     const root = mkdtempSync(join(tmpdir(), 'pm-dockerfile-'))
     for (const file of ['package.json', 'pnpm-lock.yaml']) cpSync(join(ROOT, file), join(root, file))
     mkdirSync(join(root, 'apps', 'render'), { recursive: true })
-    const text = readFileSync(join(ROOT, 'apps', 'render', 'Dockerfile'), 'utf8')
-    writeFileSync(join(root, 'apps', 'render', 'Dockerfile'), change(text))
+    const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
+    writeFileSync(join(root, 'Dockerfile'), change(text))
+    if (copyFor) writeFileSync(join(root, 'apps', copyFor, 'Dockerfile'), text)
     return root
   }
 
-  it('a root or named user, a wrong port, a thawed install', () => {
+  it('a root or named user, a fixed port, a thawed install', () => {
     const root = withDockerfile((t) =>
       t
-        .replace('USER 1000:1000', 'USER node')
-        .replace('EXPOSE 4003', 'EXPOSE 8080')
+        .replace('USER 1000:1000', 'USER node\nEXPOSE 4003')
         .replaceAll('pnpm install --frozen-lockfile', 'pnpm install'),
     )
     const problems = checkDockerfile('render', root).join('\n')
     expect(problems).toMatch(/runtime user node is not a numeric non-root uid/)
-    expect(problems).toMatch(/EXPOSE 8080, the app listens on 4003/)
+    expect(problems).toMatch(/EXPOSE 4003, but render listens on 4003: the file serves every app/)
     expect(problems).toMatch(/no step pnpm install --frozen-lockfile/)
+  })
+
+  it('a stage that uses APP without declaring it (empty there, as Docker does)', () => {
+    const root = withDockerfile((t) => t.replace('FROM base AS build\nARG APP\n', 'FROM base AS build\n'))
+    expect(checkDockerfile('runs', root)).toEqual([
+      'Dockerfile: stage build uses APP without declaring ARG APP in it',
+    ])
+  })
+
+  it('an app named in the file, a default APP, no guard for an empty one, a per-app copy', () => {
+    const root = withDockerfile(
+      (t) =>
+        t
+          .replace('FROM base AS prune\nARG APP', 'FROM base AS prune\nARG APP=render')
+          .replace(/"@pm\/\$\{APP:\?[^}]*\}"/, '@pm/render'),
+      'render',
+    )
+    const problems = checkOneDockerfile(root).join('\n')
+    expect(problems).toMatch(
+      /apps\/render\/Dockerfile: a copy; build from Dockerfile with --build-arg APP=render/,
+    )
+    expect(problems).toMatch(/Dockerfile: names the app render/)
+    expect(problems).toMatch(/ARG APP has a default/)
+    expect(problems).toMatch(/no step refuses an empty APP/)
   })
 
   it('tool versions that drift from the repository pins, and a non-slim or old Node', () => {

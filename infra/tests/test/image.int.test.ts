@@ -12,11 +12,11 @@ const ROOT = fileURLToPath(new URL('../../..', import.meta.url))
 /**
  * No Docker engine runs here, so the image of one app is rehearsed instead: the
  * Dockerfile's own build steps (turbo prune, frozen install, turbo build, prod deploy) run
- * outside Docker, and the runtime stage's CMD starts from what its COPY steps laid out.
- * render is the app with the most workspace dependencies (bus, contracts, kit, template);
- * the other Dockerfiles are the same file but for the name and port (a unit test).
+ * outside Docker with `APP=render`, and the runtime stage's CMD starts from what its COPY
+ * steps laid out. render is the app with the most workspace dependencies (bus, contracts,
+ * kit, template); the other apps differ only by the build argument (a unit test).
  */
-describe('apps/render/Dockerfile, rehearsed without Docker', () => {
+describe('Dockerfile with APP=render, rehearsed without Docker', () => {
   const work = mkdtempSync(join(tmpdir(), 'pm-image-'))
   afterAll(() => rmSync(work, { recursive: true, force: true }))
   // The steps run as CI would run them, not inside this turbo/vitest/pnpm invocation.
@@ -26,7 +26,7 @@ describe('apps/render/Dockerfile, rehearsed without Docker', () => {
   env.PATH = `${join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`
 
   it('builds a production-only bundle whose dist/server.js starts and answers /health/live', async () => {
-    const image = rehearseBuild(join(ROOT, 'apps/render/Dockerfile'), ROOT, work, env)
+    const image = rehearseBuild(join(ROOT, 'Dockerfile'), ROOT, work, env, { APP: 'render' })
     expect(image.cmd).toEqual(['node', 'dist/server.js'])
 
     const app = image.appDir

@@ -17,6 +17,7 @@ import {
   loadCluster,
   toCluster,
 } from '../src/k8s.ts'
+import { APP_NAMES } from '../src/apps.ts'
 import { applyJsonPatch, type JsonPatchOp, type K8sObject } from '../src/kustomize.ts'
 
 const K8S = fileURLToPath(new URL('../../k8s', import.meta.url))
@@ -29,7 +30,7 @@ describe.each([
   const cluster = loadCluster(K8S, kustomization)
 
   it('holds, per service, a Deployment, Service, ConfigMap, ServiceAccount, PDB and NetworkPolicy', () => {
-    for (const app of ['gateway', 'identity', 'prompts', 'render', 'webhooks']) {
+    for (const app of ['gateway', 'identity', 'prompts', 'render', 'webhooks', 'runs', 'experiments']) {
       for (const kind of [
         'Deployment',
         'Service',
@@ -68,9 +69,21 @@ describe('the overlays', () => {
     expect([hpa?.spec?.minReplicas, hpa?.spec?.maxReplicas]).toEqual([3, 40])
   })
 
+  it('both: every app image from the registry (none left on the local name of the base)', () => {
+    for (const overlay of ['overlays/production', 'overlays/staging']) {
+      const c = loadCluster(K8S, overlay)
+      for (const app of APP_NAMES) {
+        const deployment = c.deployments.find((d) => d.metadata?.name === app)
+        expect(deployment?.spec?.template.spec?.containers[0]?.image, `${overlay} ${app}`).toMatch(
+          new RegExp(`^registry\\.example\\.com/prompt-service/${app}:`),
+        )
+      }
+    }
+  })
+
   it('staging: one replica of the stateful services, debug logs, its own host', () => {
     const c = loadCluster(K8S, 'overlays/staging')
-    for (const name of ['identity', 'prompts', 'webhooks']) {
+    for (const name of ['identity', 'prompts', 'webhooks', 'runs', 'experiments']) {
       expect(c.deployments.find((d) => d.metadata?.name === name)?.spec?.replicas).toBe(1)
     }
     expect(c.hpas.every((h) => h.spec?.minReplicas === 1)).toBe(true)
@@ -331,9 +344,18 @@ describe('the checks catch', () => {
 
   it('no default deny: everything open', () => {
     const c = broken(
-      ...['default-deny', 'common-egress', 'gateway', 'identity', 'prompts', 'render', 'webhooks'].map(
-        (name): [string, string, JsonPatchOp[]] => ['NetworkPolicy', name, []],
-      ),
+      ...[
+        'default-deny',
+        'common-egress',
+        'nats-egress',
+        'gateway',
+        'identity',
+        'prompts',
+        'render',
+        'webhooks',
+        'runs',
+        'experiments',
+      ].map((name): [string, string, JsonPatchOp[]] => ['NetworkPolicy', name, []]),
     )
     const problems = checkNetworkPolicies(c).join('\n')
     expect(problems).toMatch(/a pod of another namespace -> identity:4001 is allowed, expected blocked/)
@@ -348,6 +370,47 @@ describe('the checks catch', () => {
       [{ op: 'replace', path: '/spec/egress/1/to/0/ipBlock/except', value: [] }],
     ])
     expect(checkNetworkPolicies(c).join('\n')).toMatch(/webhooks -> a private address on 443 is allowed/)
+  })
+
+  it('runs open to any port or to private addresses, or given NATS', () => {
+    const c = broken(
+      ['NetworkPolicy', 'runs', [{ op: 'remove', path: '/spec/egress/3/ports' }]],
+      ['NetworkPolicy', 'nats-egress', [{ op: 'remove', path: '/spec/podSelector/matchExpressions' }]],
+    )
+    const problems = checkNetworkPolicies(c).join('\n')
+    expect(problems).toMatch(/runs -> the internet on 8443 is allowed, expected blocked/)
+    expect(problems).toMatch(/runs -> nats \(NATS_URL\) is allowed, expected blocked/)
+    const open = broken([
+      'NetworkPolicy',
+      'runs',
+      [{ op: 'replace', path: '/spec/egress/3/to/0/ipBlock/except', value: [] }],
+    ])
+    expect(checkNetworkPolicies(open).join('\n')).toMatch(/runs -> a private address on 443 is allowed/)
+  })
+
+  it('experiments kept from runs, render kept from runs, the gateway kept from experiments', () => {
+    const c = broken(
+      ['NetworkPolicy', 'runs', [{ op: 'remove', path: '/spec/ingress/0/from/1' }]],
+      ['NetworkPolicy', 'render', [{ op: 'remove', path: '/spec/ingress/0/from/1' }]],
+      ['NetworkPolicy', 'gateway', [{ op: 'remove', path: '/spec/egress/5' }]],
+    )
+    expect(checkNetworkPolicies(c)).toEqual([
+      expect.stringMatching(/runs -> render:4003 is blocked, expected allowed/),
+      expect.stringMatching(/experiments -> runs:4005 is blocked, expected allowed/),
+      expect.stringMatching(/gateway -> experiments:4006 is blocked, expected allowed/),
+    ])
+  })
+
+  it('the gateway without RUNS_URL, and runs given a NATS_URL it does not read', () => {
+    const c = broken(
+      ['ConfigMap', 'gateway-config', [{ op: 'remove', path: '/data/RUNS_URL' }]],
+      ['ConfigMap', 'runs-config', [{ op: 'add', path: '/data/NATS_URL', value: 'nats://nats:4222' }]],
+      ['Secret', 'runs-secrets', [{ op: 'remove', path: '/stringData/SECRETS_KEY' }]],
+    )
+    const problems = checkApps(c).join('\n')
+    expect(problems).toMatch(/gateway needs RUNS_URL, not provided/)
+    expect(problems).toMatch(/NATS_URL is not a setting of runs/)
+    expect(problems).toMatch(/runs needs SECRETS_KEY, not provided/)
   })
 
   it('gateway and identity disagreeing on the token issuer', () => {

@@ -1,8 +1,41 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { applyJsonPatch, kustomizeBuild, matchesTarget, parseImage } from '../src/kustomize.ts'
+import { APP_NAMES } from '../src/apps.ts'
+import {
+  applyJsonPatch,
+  kustomizeBuild,
+  matchesTarget,
+  parseImage,
+  readYamlDocuments,
+} from '../src/kustomize.ts'
+
+const BASE = fileURLToPath(new URL('../../k8s/base', import.meta.url))
+
+function yamlFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? yamlFiles(join(dir, e.name)) : e.name.endsWith('.yaml') ? [join(dir, e.name)] : [],
+  )
+}
+
+describe('infra/k8s/base/kustomization.yaml', () => {
+  it('lists every manifest under the base (no file of a new service forgotten), never a Secret template', () => {
+    const [kustomization] = readYamlDocuments(
+      readFileSync(join(BASE, 'kustomization.yaml'), 'utf8'),
+      'kustomization.yaml',
+    ) as [{ resources: string[] }]
+    const files = yamlFiles(BASE)
+      .map((f) => relative(BASE, f))
+      .filter((f) => f !== 'kustomization.yaml' && !f.endsWith('.template.yaml'))
+      .sort()
+    expect([...kustomization.resources].sort()).toEqual(files)
+    for (const app of APP_NAMES) {
+      expect(files.filter((f) => f.startsWith(`${app}/`)).length, app).toBeGreaterThanOrEqual(6)
+    }
+  })
+})
 
 function tree(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'pm-kustomize-'))

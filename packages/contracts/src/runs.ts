@@ -237,7 +237,8 @@ export const RunResult = Type.Object(
 )
 export type RunResult = Static<typeof RunResult>
 
-export const RUN_STATUSES = ['succeeded', 'failed'] as const
+/** `cancelled`: the client left (closed the stream, the Playground's Stop) before the answer was complete. */
+export const RUN_STATUSES = ['succeeded', 'failed', 'cancelled'] as const
 export type RunStatus = (typeof RUN_STATUSES)[number]
 
 /** One entry of the run log. */
@@ -259,7 +260,7 @@ export const RunRecord = Type.Object(
     usage: Nullable(Type.Ref(RunUsage)),
     latencyMs: Type.Integer({ minimum: 0 }),
     timeToFirstTokenMs: Nullable(Type.Integer({ minimum: 0 })),
-    /** Why a failed run failed: the code and message its caller got. */
+    /** Why a failed run failed (the code and message its caller got); a cancelled one: CLIENT_CLOSED. */
     error: Nullable(
       Type.Object({ code: Type.String(), message: Type.String(), details: Type.Optional(Type.Unknown()) }),
     ),

@@ -548,9 +548,7 @@ function RunHistory({
                   <td>{r.prompt.draft ? 'draft' : `version ${r.prompt.version}`}</td>
                   <td className="mono">{r.model}</td>
                   <td>
-                    <span className={`badge ${r.status === 'succeeded' ? 'badge-ok' : 'badge-error'}`}>
-                      {r.status}
-                    </span>
+                    <span className={`badge ${STATUS_BADGE[r.status]}`}>{r.status}</span>
                   </td>
                   <td>{r.usage ? `${r.usage.inputTokens} / ${r.usage.outputTokens}` : '–'}</td>
                   <td>{r.latencyMs} ms</td>
@@ -568,6 +566,13 @@ function RunHistory({
   )
 }
 
+/** A run log entry's status: a stopped run is not a failure. */
+const STATUS_BADGE: Record<RunRecord['status'], string> = {
+  succeeded: 'badge-ok',
+  failed: 'badge-error',
+  cancelled: 'badge-warn',
+}
+
 function RunDetail({ runId, onClose }: { runId: string | null; onClose: () => void }) {
   const { organizationId } = useSignedIn()
   const run = useQuery({
@@ -577,11 +582,12 @@ function RunDetail({ runId, onClose }: { runId: string | null; onClose: () => vo
   })
   return (
     <Dialog open={runId !== null} title="Run" onClose={onClose}>
-      <div className="dialog-body pg-run-detail">
+      {/* biome-ignore lint/a11y/noNoninteractiveTabindex: a long run scrolls (max-height 70vh); axe asks that keyboard users can reach it (scrollable-region-focusable) */}
+      <section className="dialog-body pg-run-detail" aria-label="The run (scrolls)" tabIndex={0}>
         {run.isPending && <Loading label="Loading the run" />}
         <ErrorBanner error={run.error} />
         {run.data && <RunShown run={run.data} />}
-      </div>
+      </section>
       <div className="actions">
         <button type="button" className="btn" onClick={onClose}>
           Close
@@ -599,7 +605,10 @@ function RunShown({ run }: { run: RunRecord }) {
         <span className="mono">{run.model}</span> ({run.provider}) · {run.latencyMs} ms
         {run.usage && ` · ${run.usage.inputTokens} tokens in, ${run.usage.outputTokens} out`}
       </p>
-      {run.error && (
+      {run.status === 'cancelled' && (
+        <p className="banner banner-warn">Stopped by the client before the answer was complete.</p>
+      )}
+      {run.error && run.status === 'failed' && (
         <div className="banner banner-error" role="alert">
           {run.error.message} <code className="error-code">{run.error.code}</code>
           {providerDetail(run.error.details) && <p className="small">{providerDetail(run.error.details)}</p>}
@@ -617,7 +626,7 @@ function RunShown({ run }: { run: RunRecord }) {
       <RenderedMessages messages={run.renderedMessages} />
       {run.output && (
         <>
-          <h3 className="small">Answer</h3>
+          <h3 className="small">{run.status === 'cancelled' ? 'Answer, as far as it came' : 'Answer'}</h3>
           <pre className="rendered" data-testid="run-answer">
             {run.output.content}
           </pre>

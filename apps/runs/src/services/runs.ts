@@ -149,6 +149,9 @@ export class Runs {
     let deadline: AbortSignal = new AbortController().signal
     let started = performance.now()
     let firstToken: number | undefined
+    // What a stream delivered, kept for the log of a run cut short.
+    let streamed = ''
+    let cutShort: Completion | undefined
     const { connection } = run
     let completion: Completion
     let release = () => {}
@@ -176,30 +179,53 @@ export class Runs {
       }
       deadline = AbortSignal.timeout(timeoutMs)
       started = performance.now()
-      const call = {
-        model: run.model,
-        messages: run.messages,
-        params: run.params,
-        signal: AbortSignal.any([signal, deadline]),
-      }
+      const callSignal = AbortSignal.any([signal, deadline])
+      const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
             firstToken ??= elapsed(started)
+            streamed += content
             onDelta(content)
           })
         : await adapter.complete(call)
+      // The SDKs end an aborted stream quietly, as if the answer were complete: a call cut
+      // by the client or the deadline is never an answer (it was logged as a success once).
+      if (callSignal.aborted) {
+        cutShort = completion
+        throw callSignal.reason
+      }
     } catch (err) {
       const clientLeft = signal.aborted && !deadline.aborted
-      const failure = clientLeft
-        ? new AppError('PROVIDER_ERROR', 'the client disconnected; the model call was cancelled', {
-            providerStatus: null,
-          })
-        : providerFailure(err, {
-            timedOut: deadline.aborted,
-            timeoutMs,
-            secrets: [connection.apiKey, ...Object.values(connection.headers)],
-          })
       const latencyMs = elapsed(started)
+      if (clientLeft) {
+        const failure = new AppError(
+          'PROVIDER_ERROR',
+          'the client disconnected; the model call was cancelled',
+          { providerStatus: null },
+        )
+        // What is known of the cut answer: the text streamed so far, and the tokens when the
+        // provider reported them before the cut (Anthropic counts the input at the start).
+        const usage = cutShort?.usage
+        await this.log(run, {
+          status: 'cancelled',
+          output: streamed ? { role: 'assistant', content: streamed } : null,
+          finishReason: null,
+          usage: usage && usage.inputTokens + usage.outputTokens > 0 ? usage : null,
+          latencyMs,
+          timeToFirstTokenMs: firstToken ?? null,
+          error: { code: 'CLIENT_CLOSED', message: failure.message },
+        })
+        this.deps.log.info(
+          { runId: run.id, connectionId: connection._id, model: run.model },
+          'run cancelled by the client',
+        )
+        throw failure
+      }
+      const failure = providerFailure(err, {
+        timedOut: deadline.aborted,
+        timeoutMs,
+        secrets: [connection.apiKey, ...Object.values(connection.headers)],
+      })
       await this.log(run, {
         status: 'failed',
         output: null,
@@ -208,7 +234,7 @@ export class Runs {
         latencyMs,
         timeToFirstTokenMs: firstToken ?? null,
         error: {
-          code: clientLeft ? 'CLIENT_CLOSED' : failure.code,
+          code: failure.code,
           message: failure.message,
           ...(failure.details !== undefined ? { details: failure.details } : {}),
         },
@@ -221,7 +247,7 @@ export class Runs {
           code: failure.code,
           details: failure.details,
         },
-        clientLeft ? 'run cancelled by the client' : 'model call failed',
+        'model call failed',
       )
       throw failure
     } finally {
