@@ -36,6 +36,27 @@ def _chat_template(messages: List[Dict[str, Any]]) -> str:
     )
 
 
+class ChatLogic(unittest.TestCase):
+    """Each chat message is a template of its own: logic renders here, references go to invoke."""
+
+    def test_logic_in_messages_and_references_refused(self) -> None:
+        messages: List[Dict[str, Any]] = [
+            {"role": "system", "content": "{{#if vip}}Be extra kind.{{else}}Be kind.{{/if}}"},
+            {"role": "user", "content": "Hi {{name}}"},
+        ]
+        out = Renderable(_chat_template(messages), [], messages).render({"vip": True, "name": "Ada"})
+        self.assertEqual(
+            out["renderedMessages"],
+            [{"role": "system", "content": "Be extra kind."}, {"role": "user", "content": "Hi Ada"}],
+        )
+        including = [{"role": "system", "content": "{{> policy@production}}"}, *messages]
+        renderable = Renderable(_chat_template(including), [], including)
+        self.assertEqual(renderable.references, ["policy@production"])
+        with self.assertRaises(PromptServiceError) as raised:
+            renderable.render({"name": "Ada"})
+        self.assertEqual(raised.exception.code, "REFERENCES_NOT_LOCAL")
+
+
 class Vectors(unittest.TestCase):
     def test_the_shared_vectors(self) -> None:
         cases: List[Dict[str, Any]] = json.loads(VECTORS.read_text("utf-8"))["cases"]

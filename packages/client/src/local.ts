@@ -1,6 +1,7 @@
 import { AppError, type ChatMessage, type RenderedMessage, type Variable } from '@pm/contracts'
 import {
   type CompiledChat,
+  chatLogic,
   type CompiledTemplate,
   compileChat,
   compileLogicOrFlat,
@@ -72,8 +73,14 @@ function compile(source: RenderSource): Compiled {
  * renderLocally asks the service's invoke for it instead.
  */
 export function hasReferences(source: RenderSource): boolean {
-  const compiled = compile(source)
-  return compiled.kind === 'logic' && compiled.logic.occurrences.length > 0
+  return referenceKeys(compile(source)).length > 0
+}
+
+/** The `{{> slug}}` references of a compiled version: its template's, or each chat message's. */
+function referenceKeys(compiled: Compiled): string[] {
+  if (compiled.kind === 'text') return []
+  const logics = compiled.kind === 'logic' ? [compiled.logic] : chatLogic(compiled.chat)
+  return logics.flatMap((logic) => logic.includes.map((ref) => ref.key))
 }
 
 /**
@@ -99,17 +106,18 @@ export function renderLocally(
       if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
       return { renderedContent: outcome.renderedContent }
     }
+    const references = referenceKeys(compiled)
+    if (references.length > 0) {
+      throw new PromptServiceError({
+        status: 400,
+        code: 'REFERENCES_NOT_LOCAL',
+        message:
+          'this version includes other prompts ({{> slug}}), which the service resolves: ' +
+          'render it with invoke (the client’s renderLocally does so by itself)',
+        details: references,
+      })
+    }
     if (compiled.kind === 'logic') {
-      if (compiled.logic.occurrences.length > 0) {
-        throw new PromptServiceError({
-          status: 400,
-          code: 'REFERENCES_NOT_LOCAL',
-          message:
-            'this version includes other prompts ({{> slug}}), which the service resolves: ' +
-            'render it with invoke (the client’s renderLocally does so by itself)',
-          details: compiled.logic.includes.map((ref) => ref.key),
-        })
-      }
       const outcome = renderLogic(compiled.logic, source.variables, values, 'invoke', { maxOutputBytes })
       if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
       return { renderedContent: outcome.renderedContent }

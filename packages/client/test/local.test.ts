@@ -195,6 +195,25 @@ describe('renderLocally: references and the output cap', () => {
     ])
   })
 
+  it('renders logic in chat messages and refuses a chat version whose messages include other prompts', () => {
+    const messages: ChatMessage[] = [
+      { role: 'system', content: '{{#if vip}}Be extra kind.{{else}}Be kind.{{/if}}' },
+      { role: 'user', content: 'Hi {{name}}' },
+    ]
+    const source = { template: chatTemplate(messages), variables: [], messages }
+    expect(renderLocally(source, { vip: true, name: 'Ada' }).renderedMessages).toEqual([
+      { role: 'system', content: 'Be extra kind.' },
+      { role: 'user', content: 'Hi Ada' },
+    ])
+    const including: ChatMessage[] = [{ role: 'system', content: '{{> policy@production}}' }, ...messages]
+    expect(() =>
+      renderLocally(
+        { template: chatTemplate(including), variables: [], messages: including },
+        { name: 'Ada' },
+      ),
+    ).toThrow(expect.objectContaining({ code: 'REFERENCES_NOT_LOCAL', details: ['policy@production'] }))
+  })
+
   it("applies the client's maxOutputBytes (the service's RENDER_MAX_OUTPUT_BYTES) with the service's 422", async () => {
     const { fetch } = fakeFetch()
     const client = new PromptClient({

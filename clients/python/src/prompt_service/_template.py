@@ -9,7 +9,7 @@ logic.ts (DESIGN section 12): ``{{#if x}}…{{else}}…{{/if}}``, ``{{#unless x}
 Handlebars' truthiness; a template whose blocks do not parse renders flat (an old version).
 References to other prompts (``{{> slug}}``) are resolved by the service only: such a version
 is refused here (``REFERENCES_NOT_LOCAL``) and the client asks invoke instead. Chat prompts:
-each message's content is a flat template, and a placeholder message is replaced by the list of
+each message's content is a template of its own (logic and references as above), and a placeholder message is replaced by the list of
 ``{role, content}`` supplied under its name. The rendered text is capped as the service caps it
 (``RENDER_MAX_OUTPUT_BYTES``, 1 MiB by default: 422 ``RENDER_TOO_LARGE``). The shared vectors
 in ``packages/template/vectors/render.json`` hold both engines to the same answers.
@@ -568,6 +568,16 @@ def _message_list(value: Any) -> Optional[List[Dict[str, str]]]:
     return out
 
 
+def _logic_of(source: str) -> Tuple[Optional[List[Node]], List[str]]:
+    """A template's logic and reference keys; (None, []) when its blocks do not parse (an old
+    version renders flat, as before)."""
+    try:
+        parsed = compile_logic(source)
+    except TemplateSyntaxError:
+        parsed = None
+    return parsed if parsed is not None else (None, [])
+
+
 class Renderable:
     """A published version parsed once, rendered as often as needed with ``invoke``'s rules."""
 
@@ -581,27 +591,26 @@ class Renderable:
     ) -> None:
         self._declared = _declared(variables)
         self._max = max_output_bytes
-        self._chat: Optional[List[Union[Tuple[str, Compiled], str]]] = None
+        # A message is (role, compiled content, its logic or None); a placeholder is its name.
+        self._chat: Optional[List[Union[Tuple[str, Compiled, Optional[List[Node]]], str]]] = None
         self._logic: Optional[List[Node]] = None
         #: The reference keys (``slug``, ``slug@production``) of a version that includes other prompts.
         self.references: List[str] = []
         if messages is not None:
-            # A message is (role, compiled content); a placeholder is its name.
-            self._chat = [
-                str(m["name"]) if m.get("type") == "placeholder" else (str(m["role"]), compile_template(str(m["content"])))
-                for m in messages
-            ]
+            self._chat = []
+            for m in messages:
+                if m.get("type") == "placeholder":
+                    self._chat.append(str(m["name"]))
+                    continue
+                content = str(m["content"])
+                logic, keys = _logic_of(content)
+                self._chat.append((str(m["role"]), compile_template(content), logic))
+                self.references.extend(k for k in keys if k not in self.references)
         else:
-            try:
-                parsed = compile_logic(template)
-            except TemplateSyntaxError:
-                parsed = None  # an old version whose blocks do not parse renders flat, as before
-            if parsed is not None:
-                self._logic, self.references = parsed
+            self._logic, self.references = _logic_of(template)
         self._compiled = compile_template(template)
 
-    def text(self, values: Mapping[str, Any]) -> str:
-        """A text prompt's rendering, without the required-variable check."""
+    def _refuse_references(self) -> None:
         if self.references:
             raise PromptServiceError(
                 400,
@@ -610,6 +619,10 @@ class Renderable:
                 "render it with invoke (the client's render_locally does so by itself)",
                 details=list(self.references),
             )
+
+    def text(self, values: Mapping[str, Any]) -> str:
+        """A text prompt's rendering, without the required-variable check."""
+        self._refuse_references()
         if self._logic is not None:
             return _render_logic(self._logic, self._declared, values, self._max)
         return _fill(self._compiled, self._declared, values, self._max)
@@ -619,6 +632,7 @@ class Renderable:
         would: 400 ``MISSING_REQUIRED_VARIABLES`` or ``VALIDATION_ERROR``, 422
         ``RENDER_TOO_LARGE``. A rendering error comes before the missing variables, as there."""
         values = values or {}
+        self._refuse_references()
         if self._chat is None:
             content = self.text(values)
             self._refuse_missing(values)
@@ -637,7 +651,13 @@ class Renderable:
 
         for entry in self._chat:
             if isinstance(entry, tuple):
-                grow({"role": entry[0], "content": _fill(entry[1], self._declared, values, self._max)})
+                role, compiled, logic = entry
+                content = (
+                    _render_logic(logic, self._declared, values, self._max)
+                    if logic is not None
+                    else _fill(compiled, self._declared, values, self._max)
+                )
+                grow({"role": role, "content": content})
                 continue
             if entry not in values:
                 continue
