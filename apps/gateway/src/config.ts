@@ -54,6 +54,12 @@ export const GatewayConfigSchema = Type.Object({
     Type.String({ pattern: '^\\s*https?://[^,/\\s]+/?\\s*(,\\s*https?://[^,/\\s]+/?\\s*)*$' }),
   ),
   UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 30_000 }),
+  /**
+   * The runs service's routes only: a model's answer takes longer than any other upstream's, so
+   * this must exceed the runs service's RUN_TIMEOUT_MS (120 s by default), letting it answer its
+   * own 504 PROVIDER_TIMEOUT; for a stream it bounds the wait between two chunks.
+   */
+  RUNS_UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 150_000 }),
 })
 export type GatewayConfig = Static<typeof GatewayConfigSchema>
 

@@ -62,6 +62,15 @@ export function proxyOptions(
   return {
     upstream: '',
     prefix: '/api/v1',
+    // A run waits on a model: its routes get RUNS_UPSTREAM_TIMEOUT_MS instead of
+    // UPSTREAM_TIMEOUT_MS (reply-from's per-request `timeout` sets undici's headers and body timeouts).
+    handler: (request, reply, dest, options) =>
+      reply.from(
+        dest,
+        request.policyMatch?.policy.upstream === 'runs'
+          ? { ...options, timeout: config.RUNS_UPSTREAM_TIMEOUT_MS }
+          : options,
+      ),
     rewritePrefix: '/api/v1',
     httpMethods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
     // The gateway's own access line covers the request; reply-from's two info lines per proxied

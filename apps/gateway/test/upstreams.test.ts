@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { AppError } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
 import { loadGatewayConfig } from '../src/app.ts'
-import { Upstreams } from '../src/proxy.ts'
+import { proxyOptions, Upstreams } from '../src/proxy.ts'
 
 const base = { NODE_ENV: 'test', INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex') }
 
@@ -37,5 +37,34 @@ describe('optional upstreams (runs, experiments)', () => {
     expect(upstreams.urlFor('runs')).toBe('http://runs:4005')
     expect(upstreams.urlFor('experiments')).toBe('http://experiments:4006')
     expect(upstreams.named().map(([name]) => name)).toContain('runs')
+  })
+})
+
+describe('upstream timeouts', () => {
+  it('a run waits RUNS_UPSTREAM_TIMEOUT_MS (past the runs service’s own RUN_TIMEOUT_MS); every other route UPSTREAM_TIMEOUT_MS', () => {
+    const config = loadGatewayConfig({ ...base, RUNS_URL: 'http://runs:4005' })
+    expect(config.RUNS_UPSTREAM_TIMEOUT_MS).toBe(150_000)
+    expect(config.UPSTREAM_TIMEOUT_MS).toBe(30_000)
+    const options = proxyOptions(config, new Upstreams(config))
+    expect(options.undici).toMatchObject({ headersTimeout: 30_000, bodyTimeout: 30_000 })
+    const handler = options.handler
+    if (!handler) throw new Error('the proxy has no handler')
+    const given: { dest: string; timeout: unknown }[] = []
+    const reply = {
+      from: (dest: string, opts: { timeout?: number }) => {
+        given.push({ dest, timeout: opts.timeout })
+        return reply
+      },
+    }
+    for (const upstream of ['runs', 'prompts', 'experiments']) {
+      const request = { policyMatch: { policy: { upstream } } }
+      // @ts-expect-error: the handler reads only the request's policy match and the reply's from().
+      handler(request, reply, `/api/v1/${upstream}`, { rewriteHeaders: () => ({}) })
+    }
+    expect(given).toEqual([
+      { dest: '/api/v1/runs', timeout: 150_000 },
+      { dest: '/api/v1/prompts', timeout: undefined },
+      { dest: '/api/v1/experiments', timeout: undefined },
+    ])
   })
 })
