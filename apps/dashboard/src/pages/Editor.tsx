@@ -123,10 +123,12 @@ export function Editor() {
   }
 
   const save = useMutation({
-    mutationFn: async () => {
+    /** `force`: change the slug even though other prompts include this one (they then need editing). */
+    mutationFn: async (force?: boolean) => {
       if (!config.ok) throw new Error(`The config is not valid: ${config.error}.`)
       const result = await client.api.updatePrompt({
         params: { id: prompt._id },
+        ...(force ? { query: { force: 'true' as const } } : {}),
         body: {
           name: draft.name,
           ...(draft.slug !== prompt.slug ? { slug: draft.slug } : {}),
@@ -205,6 +207,17 @@ export function Editor() {
         </div>
       </div>
       <ErrorBanner error={save.error} title="The draft was not saved" />
+      {includedBy(save.error) && (
+        <div className="banner banner-warn" role="alert">
+          <span>
+            Prompts that include <code>{`{{> ${prompt.slug}}}`}</code> will fail to render until they are
+            edited to the new slug: {includedBy(save.error)?.join(', ')}.
+          </span>{' '}
+          <button type="button" className="btn" disabled={save.isPending} onClick={() => save.mutate(true)}>
+            Change the slug anyway
+          </button>
+        </div>
+      )}
 
       <div className="grid-2">
         <Field
@@ -439,4 +452,11 @@ function PublishDialog({
       </div>
     </Dialog>
   )
+}
+
+/** The slugs of the prompts that include this one, when a save was refused for that reason (409). */
+function includedBy(error: unknown): string[] | undefined {
+  if (!(error instanceof PromptServiceError) || error.code !== 'CONFLICT') return undefined
+  const dependents = (error.details as { dependents?: { slug: string }[] } | undefined)?.dependents
+  return dependents && dependents.length > 0 ? dependents.map((d) => d.slug) : undefined
 }
