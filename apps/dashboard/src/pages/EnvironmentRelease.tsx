@@ -24,6 +24,7 @@ import {
   splitTotal,
 } from '../release.ts'
 import { client, useSignedIn } from '../session.ts'
+import { isManager, useApiKeyNames } from './settings/common.tsx'
 import { ConfirmDialog, ErrorBanner, Loading, When } from '../ui.tsx'
 
 /**
@@ -52,10 +53,14 @@ export function usePromote(env: EnvironmentName) {
 const historyKey = (org: string | null, promptId: string, env: EnvironmentName) =>
   ['env-history', org, promptId, env] as const
 
-/** Who promoted: a member by name, or an API key. */
+/** Who promoted: a member by name, or an API key (by name for an OWNER/ADMIN, who may list keys). */
 function usePromoter(): (entry: { promotedBy: string; promotedByType?: 'user' | 'apiKey' }) => string {
-  const { nameOf } = usePeople()
-  return (entry) => (entry.promotedByType === 'apiKey' ? 'an API key' : nameOf(entry.promotedBy))
+  const { nameOf, role } = usePeople()
+  const keyNames = useApiKeyNames(isManager(role))
+  return (entry) =>
+    entry.promotedByType === 'apiKey'
+      ? `the API key ${keyNames.get(entry.promotedBy) ?? `…${entry.promotedBy.slice(-6)}`}`
+      : nameOf(entry.promotedBy)
 }
 
 /** A split in place: each version's weight and the invocations it has served since the split began. */

@@ -14,7 +14,7 @@ import {
 import { usePeople } from '../../people.ts'
 import { client, useSignedIn } from '../../session.ts'
 import { downloadText, Empty, ErrorBanner, Loading, Pager } from '../../ui.tsx'
-import { isManager, NotAllowed, settingsKeys, useMembers, useMyRole } from './common.tsx'
+import { isManager, NotAllowed, settingsKeys, useApiKeyNames, useMembers, useMyRole } from './common.tsx'
 
 const PAGE_SIZE = 25
 
@@ -25,23 +25,14 @@ const PAGE_SIZE = 25
 function useActorNames() {
   const { nameOf } = usePeople()
   const members = useMembers()
-  const keys = useApiKeys()
+  const keyNames = useApiKeyNames()
   const memberIds = new Set((members.data?.members ?? []).map((m) => m.userId))
-  const keyNames = new Map((keys.data?.apiKeys ?? []).map((k) => [k._id, `${k.name} (${k.prefix}…)`]))
   return (actor: AuditEntry['actor']): string => {
     if (actor.type === 'user' && memberIds.has(actor.id)) return nameOf(actor.id)
     if (actor.type === 'apiKey' && keyNames.has(actor.id)) return keyNames.get(actor.id) ?? actor.name
     if (actor.name && actor.name !== actor.id) return actor.name
     return actor.type === 'user' ? 'a former member' : `an API key (${actor.id.slice(-6)})`
   }
-}
-
-function useApiKeys() {
-  const { organizationId } = useSignedIn()
-  return useQuery({
-    queryKey: settingsKeys.apiKeys(organizationId),
-    queryFn: () => client.api.listApiKeys({ params: { id: organizationId ?? '' } }),
-  })
 }
 
 /**
@@ -262,15 +253,15 @@ function AuditFilterForm({
 }) {
   const id = useId()
   const members = useMembers()
-  const keys = useApiKeys()
+  const keyNames = useApiKeyNames()
   const [actor, setActor] = useState(applied.actor ?? '')
   const [action, setAction] = useState(applied.action ?? '')
   const [resource, setResource] = useState(fixedResource ? '' : (applied.resourceId ?? ''))
   const [from, setFrom] = useState(isoToLocal(applied.from))
   const [to, setTo] = useState(isoToLocal(applied.to))
   const people = members.data?.members ?? []
-  const apiKeys = keys.data?.apiKeys ?? []
-  const known = actor === '' || people.some((m) => m.userId === actor) || apiKeys.some((k) => k._id === actor)
+  const apiKeys = [...keyNames]
+  const known = actor === '' || people.some((m) => m.userId === actor) || keyNames.has(actor)
   return (
     <form
       className="panel audit-filters"
@@ -302,9 +293,9 @@ function AuditFilterForm({
             )}
             {apiKeys.length > 0 && (
               <optgroup label="API keys">
-                {apiKeys.map((k) => (
-                  <option key={k._id} value={k._id}>
-                    {k.name} ({k.prefix}…)
+                {apiKeys.map(([keyId, name]) => (
+                  <option key={keyId} value={keyId}>
+                    {name}
                   </option>
                 ))}
               </optgroup>

@@ -35,6 +35,20 @@ export function useMyRole(): { role: Role | undefined; pending: boolean; error: 
 
 export const isManager = (role: Role | undefined): boolean => role === 'OWNER' || role === 'ADMIN'
 
+/**
+ * The organization's API keys by id, as `name (prefix…)`, for naming who did something. Only an
+ * OWNER/ADMIN may list keys: for anyone else (`enabled` false) the map stays empty, no request made.
+ */
+export function useApiKeyNames(enabled = true): Map<string, string> {
+  const { organizationId } = useSignedIn()
+  const keys = useQuery({
+    queryKey: settingsKeys.apiKeys(organizationId),
+    queryFn: () => client.api.listApiKeys({ params: { id: organizationId ?? '' } }),
+    enabled: enabled && organizationId !== null,
+  })
+  return new Map((keys.data?.apiKeys ?? []).map((k) => [k._id, `${k.name} (${k.prefix}…)`]))
+}
+
 /** Why a page is closed to the caller (a MEMBER, say), instead of a bare 403. */
 export function NotAllowed({ what, role }: { what: string; role: Role | undefined }) {
   return (
