@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve as resolvePath } from 'node:path'
 import { createInterface } from 'node:readline'
 import { REPO_ROOT } from '@pm/testkit'
 import type { Options, Result } from 'autocannon'
@@ -68,6 +68,18 @@ export function peakRssMiB(pid: number | undefined): number | null {
 }
 
 /**
+ * Where a child's entry point is: the TypeScript source (`bench/src/bare.ts`), or, with
+ * PM_BENCH_BUNDLED=<folder> (relative to the repository's root, or absolute), the single-file
+ * bundle of that source at the same path under the folder with `.mjs` for `.ts`
+ * (`<folder>/bench/src/bare.mjs`). The bundles let the benches run on a machine with Node but
+ * without node_modules (scripts/bench-pack.mjs builds them; bench/README.md, "Bundled").
+ */
+export function entryPath(entry: string, bundled = process.env.PM_BENCH_BUNDLED): string {
+  if (!bundled) return join(REPO_ROOT, entry)
+  return resolvePath(REPO_ROOT, bundled, entry.replace(/\.ts$/, '.mjs'))
+}
+
+/**
  * Starts a TypeScript entry point on Node 24 with its output going straight to a log file, as a
  * deployed service's would go to its collector: the bench process never touches those bytes.
  */
@@ -93,7 +105,7 @@ function spawnEntry(
   const fd = openSync(logFile, 'a')
   const child = spawn(
     process.execPath,
-    ['--conditions=source', '--disable-warning=ExperimentalWarning', ...nodeFlags, join(REPO_ROOT, entry)],
+    ['--conditions=source', '--disable-warning=ExperimentalWarning', ...nodeFlags, entryPath(entry)],
     {
       cwd: REPO_ROOT,
       env: { PATH: process.env.PATH ?? '', ...env },

@@ -4,12 +4,14 @@
  * provider (a process of its own), the same prompt, the same rendered message.
  *
  *   node --conditions=source bench/src/run.ts [--calls 1000] [--concurrency 50] [--rounds 4]
- *        [--sequential 200] [--streams 200]
+ *        [--sequential 200] [--streams 200] [--cpu-prof]
  *
  * Figures, each the p50 of the service's minus the p50 of the direct calls, rounds alternating:
  * non-streamed calls and the first token of streamed ones at --concurrency calls at once, and
  * non-streamed calls one at a time (the figure gateway benchmarks publish); then the memory of
- * the service per open stream (--streams streams held open on a stalled answer). Last line:
+ * the service per open stream (--streams streams held open on a stalled answer). Also the CPU
+ * time per call of the service and of the provider (through the service), from /proc. --cpu-prof:
+ * V8 CPU profiles of both processes in bench/profiles/ (written at exit). Last line:
  *   run overhead: p50 <a> ms, first token p50 <b> ms (<N> calls, <C> concurrent)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -18,7 +20,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort } from '@pm/testkit'
 import { Pool } from 'undici'
-import { type Child, startChild } from './processes.ts'
+import { type Child, cpuSeconds, startChild } from './processes.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -27,6 +29,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '4' },
     sequential: { type: 'string', default: '200' },
     streams: { type: 'string', default: '200' },
+    'cpu-prof': { type: 'boolean', default: false },
   },
 })
 const CALLS = Number(args.calls)
@@ -34,6 +37,8 @@ const CONCURRENCY = Number(args.concurrency)
 const ROUNDS = Number(args.rounds)
 const SEQUENTIAL = Number(args.sequential)
 const STREAMS = Number(args.streams)
+const profDir = join(process.cwd(), 'bench', 'profiles')
+const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []
 
 const logDir = mkdtempSync(join(tmpdir(), 'pm-bench-run-'))
 const dataDir = mkdtempSync(join(tmpdir(), 'pm-bench-run-data-'))
@@ -137,7 +142,14 @@ function rssKiB(pid: number | undefined): number {
 
 try {
   const fakePort = await freePort()
-  children.push(startChild('fakeprovider', 'bench/src/fakeServer.ts', { PORT: String(fakePort) }, logDir))
+  const fakeprovider = startChild(
+    'fakeprovider',
+    'bench/src/fakeServer.ts',
+    { PORT: String(fakePort) },
+    logDir,
+    nodeFlags,
+  )
+  children.push(fakeprovider)
   const fakeUrl = `http://127.0.0.1:${fakePort}`
   const port = await freePort()
   const service = startChild(
@@ -153,6 +165,7 @@ try {
       RUN_MAX_CONCURRENT: String(Math.max(1000, STREAMS * 2)),
     },
     logDir,
+    nodeFlags,
   )
   children.push(service)
   const base = `http://127.0.0.1:${port}`
@@ -232,11 +245,21 @@ try {
     dirFirst: [] as number[],
   }
   const perRound = Math.ceil(CALLS / ROUNDS)
+  /** CPU seconds of the service and the provider over the through-the-service rounds. */
+  const cpu = { plain: { service: 0, provider: 0 }, first: { service: 0, provider: 0 } }
+  const measured = async (kind: 'plain' | 'first', run: () => Promise<number[]>) => {
+    const service0 = cpuSeconds(service.child.pid)
+    const provider0 = cpuSeconds(fakeprovider.child.pid)
+    const out = await run()
+    cpu[kind].service += cpuSeconds(service.child.pid) - service0
+    cpu[kind].provider += cpuSeconds(fakeprovider.child.pid) - provider0
+    return out
+  }
   for (let r = 0; r < ROUNDS; r++) {
     samples.dirPlain.push(...(await load(perRound, CONCURRENCY, direct.plain)))
-    samples.svcPlain.push(...(await load(perRound, CONCURRENCY, viaService.plain)))
+    samples.svcPlain.push(...(await measured('plain', () => load(perRound, CONCURRENCY, viaService.plain))))
     samples.dirFirst.push(...(await load(perRound, CONCURRENCY, direct.first)))
-    samples.svcFirst.push(...(await load(perRound, CONCURRENCY, viaService.first)))
+    samples.svcFirst.push(...(await measured('first', () => load(perRound, CONCURRENCY, viaService.first))))
   }
   const seqDirect = await load(SEQUENTIAL, 1, direct.plain)
   const seqService = await load(SEQUENTIAL, 1, viaService.plain)
@@ -250,6 +273,10 @@ try {
   )
   console.log(
     `first token, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.dirFirst))} ms, via the service ${fmt(p50(samples.svcFirst))} ms, added ${fmt(addedFirst)} ms`,
+  )
+  const perCall = (seconds: number) => `${((seconds / (perRound * ROUNDS)) * 1e6).toFixed(0)} µs`
+  console.log(
+    `CPU per call through the service: non-streamed service ${perCall(cpu.plain.service)}, provider ${perCall(cpu.plain.provider)}; streamed service ${perCall(cpu.first.service)}, provider ${perCall(cpu.first.provider)}`,
   )
   console.log(
     `sequential: direct p50 ${fmt(p50(seqDirect))} ms, via the service ${fmt(p50(seqService))} ms, added ${fmt(addedSeq)} ms`,
@@ -290,6 +317,10 @@ try {
   console.log(
     `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svcPlain.filter(Number.isFinite).length} calls, ${CONCURRENCY} concurrent)`,
   )
+  if (args['cpu-prof'])
+    console.log(
+      `CPU profiles in ${profDir} (written at exit), by pid: ${children.map((c) => `${c.name} ${c.child.pid}`).join(', ')}`,
+    )
 } finally {
   for (const c of children) await c.stop()
   rmSync(dataDir, { recursive: true, force: true })

@@ -25,7 +25,7 @@ import { peekBody } from './body.ts'
 import type { GatewayConfig } from './config.ts'
 import { parseCorsOrigins, registerCors } from './cors.ts'
 import { dashboardDir, dashboardRoutes } from './dashboard.ts'
-import { docsRoutes, isDocsRoute } from './docs.ts'
+import { docsRoutes, isDocsRoute, scalarDir } from './docs.ts'
 import { IdentityClient } from './identityClient.ts'
 import { buildParamsChecks, checkParams } from './inputs.ts'
 import { KeyGuard } from './keyGuard.ts'
@@ -240,7 +240,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   app.addHook('onResponse', async (request, reply) => limits.settle(request, reply.statusCode))
 
   await app.register(proxy, proxyOptions(config, upstreams, tracing))
-  await docsRoutes(app)
+  await docsRoutes(app, scalarDir())
   await dashboardRoutes(app, dashboardDir(config.DASHBOARD_DIR))
 
   app.addHook('onClose', async () => {

@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { gzip } from 'node:zlib'
+import { AppError } from '@pm/contracts'
 import type { Service } from '@pm/kit'
 import { buildOpenApiDocument } from '@pm/openapi'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -17,9 +18,19 @@ export function isDocsRoute(method: string, path: string): boolean {
 /**
  * The reference page's renderer: Scalar's standalone bundle from the gateway's own install
  * (`@scalar/api-reference`, dist/browser/standalone.js), served from here, never from a CDN.
+ * Its folder, or undefined where the package cannot be found (a build bundled without
+ * node_modules, such as the benchmarks' on a machine without Node packages): the gateway then
+ * starts all the same, without the reference page.
  */
-const SCALAR_DIR = dirname(dirname(fileURLToPath(import.meta.resolve('@scalar/api-reference'))))
-const SCALAR_BUNDLE = join(SCALAR_DIR, 'dist', 'browser', 'standalone.js')
+export function scalarDir(
+  resolve: (specifier: string) => string = (specifier) => import.meta.resolve(specifier),
+): string | undefined {
+  try {
+    return dirname(dirname(fileURLToPath(resolve('@scalar/api-reference'))))
+  } catch {
+    return undefined
+  }
+}
 
 /** Where the page's two scripts are served: outside /api (they are files, not API routes). */
 export const DOCS_ASSETS = '/api-docs'
@@ -93,12 +104,26 @@ function staticFile(load: () => Promise<Buffer>, type: string, cacheControl: str
  * built once, at start-up, from the route catalogue in @pm/contracts; the page is Scalar's
  * renderer reading it (try-it included), its bundle read from disk on first use.
  */
-export async function docsRoutes(app: Service): Promise<void> {
+export async function docsRoutes(app: Service, scalar: string | undefined): Promise<void> {
   const doc = buildOpenApiDocument()
   const json = JSON.stringify(doc)
-  const version = (
-    JSON.parse(await readFile(join(SCALAR_DIR, 'package.json'), 'utf8')) as { version: string }
-  ).version
+  app.get('/api/v1/openapi.json', async (_request, reply) => {
+    reply.header('cache-control', 'public, max-age=300').type('application/json; charset=utf-8')
+    return json
+  })
+  if (scalar === undefined) {
+    app.log.warn('@scalar/api-reference not found: GET /api/v1/docs answers 404 (the document is served)')
+    app.get('/api/v1/docs', async () => {
+      throw new AppError(
+        'NOT_FOUND',
+        'the API reference page is not installed here (@scalar/api-reference); the document is at /api/v1/openapi.json',
+      )
+    })
+    return
+  }
+  const scalarBundle = join(scalar, 'dist', 'browser', 'standalone.js')
+  const version = (JSON.parse(await readFile(join(scalar, 'package.json'), 'utf8')) as { version: string })
+    .version
   // The bundle's name carries its version: cached for a year, a new version gets a new name.
   const bundlePath = `${DOCS_ASSETS}/scalar-${version}.js`
   const initPath = `${DOCS_ASSETS}/init.js`
@@ -118,10 +143,6 @@ export async function docsRoutes(app: Service): Promise<void> {
 </body>
 </html>
 `
-  app.get('/api/v1/openapi.json', async (_request, reply) => {
-    reply.header('cache-control', 'public, max-age=300').type('application/json; charset=utf-8')
-    return json
-  })
   app.get('/api/v1/docs', async (_request, reply) => {
     reply
       .headers({ ...SECURITY_HEADERS, 'content-security-policy': docsCsp(), 'cache-control': 'no-cache' })
@@ -131,7 +152,7 @@ export async function docsRoutes(app: Service): Promise<void> {
   const javascript = 'text/javascript; charset=utf-8'
   app.get(
     bundlePath,
-    staticFile(() => readFile(SCALAR_BUNDLE), javascript, 'public, max-age=31536000, immutable'),
+    staticFile(() => readFile(scalarBundle), javascript, 'public, max-age=31536000, immutable'),
   )
   app.get(
     initPath,

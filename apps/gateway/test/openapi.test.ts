@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import { MemoryBus } from '@pm/bus'
 import { listRoutes } from '@pm/contracts'
+import { createService } from '@pm/kit'
 import { buildOpenApiDocument, type HttpVerb, toOpenApiPath } from '@pm/openapi'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, loadGatewayConfig } from '../src/app.ts'
+import { docsRoutes, scalarDir } from '../src/docs.ts'
 import { buildPolicyLookup, ROUTES } from '../src/policy.ts'
 
 const doc = buildOpenApiDocument()
@@ -114,5 +116,37 @@ describe('the gateway serves the document and its reference page', () => {
     expect(res.json().error.code).toBe('NOT_FOUND')
     const post = await app.inject({ method: 'POST', url: '/api/v1/openapi.json' })
     expect(post.statusCode).toBe(404)
+  })
+})
+
+describe('without @scalar/api-reference (a bundled build without node_modules)', () => {
+  it('finds no Scalar folder when the package does not resolve, and the installed one when it does', () => {
+    expect(
+      scalarDir(() => {
+        throw new Error("Cannot find package '@scalar/api-reference'")
+      }),
+    ).toBeUndefined()
+    expect(scalarDir()).toMatch(/api-reference$/)
+  })
+
+  it('still serves the document; the reference page answers 404 NOT_FOUND', async () => {
+    const app = createService({
+      name: 'gateway',
+      logLevel: 'silent',
+      internalSecret: randomBytes(32).toString('hex'),
+      requireContext: false,
+    })
+    try {
+      await docsRoutes(app, undefined)
+      const json = await app.inject({ method: 'GET', url: '/api/v1/openapi.json' })
+      expect(json.statusCode).toBe(200)
+      expect(json.json()).toEqual(JSON.parse(JSON.stringify(doc)))
+      const page = await app.inject({ method: 'GET', url: '/api/v1/docs' })
+      expect(page.statusCode).toBe(404)
+      expect(page.json().error.code).toBe('NOT_FOUND')
+      expect(page.json().error.message).toContain('/api/v1/openapi.json')
+    } finally {
+      await app.close()
+    }
   })
 })
