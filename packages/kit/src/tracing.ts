@@ -57,12 +57,14 @@ export function traceRequests(
     const span = tracing.start(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
       kind: 'server',
       parent: request.headers,
-      attributes: {
+    })
+    // Attributes only on a span that records (the sampler here decides by trace id alone).
+    if (span.recording)
+      span.update(undefined, {
         'http.request.method': request.method,
         'url.path': request.url.split('?', 1)[0] ?? '',
         'pm.service': opts.service,
-      },
-    })
+      })
     request.traceSpan = span
     span.run(done)
   })
@@ -114,10 +116,11 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
   const wrap = (obj: T, prop: string, value: (...a: unknown[]) => unknown) => {
     const name = `${prefix}.${prop}`
     return (...args: unknown[]) => {
-      const root = tracing.headers().traceparent === undefined
       const span = tracing.start(name, { kind: 'internal' })
       // Inside a dropped trace: the call itself, its result unwrapped.
       if (!span.recording) return value.apply(obj, args)
+      // A call outside any span (no traceparent in the current context; starting the span did not enter it).
+      const root = tracing.headers().traceparent === undefined
       let result: unknown
       try {
         result = span.run(() => value.apply(obj, args))
