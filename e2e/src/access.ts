@@ -1,7 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
-import { childEnv, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import {
+  freePort,
+  type ProcessResult,
+  REPO_ROOT,
+  type RunningProcess,
+  runEntry,
+  startProcess,
+  waitForHttp,
+} from '@pm/testkit'
 import { importJWK, type JWK, SignJWT } from 'jose'
 import { call, type Reply } from './client.ts'
 import type { Stack } from './stack.ts'
@@ -140,30 +148,8 @@ export function runIdentityCli(
   args: string[],
   env: Record<string, string>,
   stdin = '',
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=source',
-        '--disable-warning=ExperimentalWarning',
-        join(REPO_ROOT, 'apps/identity/src/cli.ts'),
-        ...args,
-      ],
-      { cwd: REPO_ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] },
-    )
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString()
-    })
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString()
-    })
-    child.once('error', reject)
-    child.once('exit', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(stdin)
-  })
+): Promise<ProcessResult> {
+  return runEntry(join(REPO_ROOT, 'apps/identity/src/cli.ts'), args, env, stdin)
 }
 
 /**

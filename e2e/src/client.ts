@@ -28,3 +28,8 @@ export async function call<T = unknown>(
   }
   return { status: res.status, body: body as T, headers: res.headers }
 }
+
+/** The service's success envelope. */
+export interface Data<T> {
+  data: T
+}

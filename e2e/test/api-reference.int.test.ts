@@ -2,8 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
+import { launchChromium, QUIET, SHOTS } from '../src/dashboardPage.ts'
 import { ADMIN } from '../src/slice.ts'
 
 /**
@@ -12,8 +13,6 @@ import { ADMIN } from '../src/slice.ts'
  * same origin and shows its answer, no request goes to any other origin (each is recorded and
  * aborted) and the console shows no error.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
 
 describe('the API reference page in a real browser', () => {
   let proc: RunningProcess
@@ -38,17 +37,7 @@ describe('the API reference page in a real browser', () => {
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
     await waitForHttp(`${base}/health/ready`, 30_000, proc)
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    })
+    browser = await launchChromium(QUIET)
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB' })
     // Nothing leaves the machine: a request to any other origin is recorded and aborted.
     await context.route(

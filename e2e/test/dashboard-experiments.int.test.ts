@@ -1,16 +1,19 @@
-import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import {
+  CONTEXT,
+  checkPage,
+  type DashboardService,
+  failureShot,
+  launchChromium,
+  prepareDashboard,
+  SLOW,
+  signIn,
+  startService,
+} from '../src/dashboardPage.ts'
 import { FakeRuns } from '../src/fakeRuns.ts'
 import { caller, data, login } from '../src/prompts.ts'
-import { ADMIN } from '../src/slice.ts'
-import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The datasets and experiments pages in Debian's chromium against the embedded default (the
@@ -19,29 +22,13 @@ import { builtDashboard } from '../src/dashboardBuild.ts'
  * with failures filtered. axe-core on each page; screenshots at 1280 and 390 px into
  * e2e/.screenshots/ (names starting with "experiments-").
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
-const WIDTHS = [
-  { width: 1280, height: 860 },
-  { width: 390, height: 844 },
-] as const
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 const ROWS = 12
 /** Polls with room for lazy pages and a loaded machine (vitest's default is 1 s). */
 const poll = <T>(fn: () => Promise<T> | T, opts: { timeout?: number } = {}) =>
-  expect.poll(fn, { timeout: 15_000, interval: 100, ...opts })
-
-interface AxeViolation {
-  id: string
-  impact: string | null
-  help: string
-  nodes: { target: string[] }[]
-}
+  expect.poll(fn, { ...SLOW, ...opts })
 
 describe('datasets and experiments in a real browser', () => {
-  let dashboardDir: string
-  let dataDir: string
-  let proc: RunningProcess
+  let service: DashboardService
   let base: string
   let fake: FakeRuns
   let browser: Browser
@@ -49,63 +36,32 @@ describe('datasets and experiments in a real browser', () => {
   let promptId: string
   const consoleErrors: string[] = []
 
-  async function check(name: string): Promise<void> {
-    for (const size of WIDTHS) {
-      await page.setViewportSize(size)
-      await page.waitForTimeout(150)
-      await page.screenshot({ path: join(SHOTS, `experiments-${name}-${size.width}.png`), fullPage: true })
-      await page.evaluate(axeSource)
-      const violations = (await page.evaluate(
-        `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
-      )) as AxeViolation[]
-      expect(
-        violations
-          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-          .map(
-            (v) =>
-              `${name}@${size.width}: ${v.id} ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
-          ),
-      ).toEqual([])
-    }
-    await page.setViewportSize(WIDTHS[0])
-  }
+  const check = (name: string) => checkPage(page, `experiments-${name}`)
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
-    dashboardDir = builtDashboard()
-    mkdirSync(SHOTS, { recursive: true })
+    const dashboardDir = prepareDashboard()
     const secret = randomBytes(32).toString('hex')
     fake = await FakeRuns.start(secret)
     fake.delayMs = 40
-    dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-exp-'))
-    const port = await freePort()
-    base = `http://127.0.0.1:${port}`
-    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
-      PORT: String(port),
-      DATA_DIR: dataDir,
-      DASHBOARD_DIR: dashboardDir,
-      INTERNAL_AUTH_SECRET: secret,
-      RUNS_URL: fake.base,
-      EXPERIMENT_POLL_MS: '50',
-      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-      BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
-      BOOTSTRAP_ORG_NAME: ADMIN.org,
-      LOG_LEVEL: 'warn',
+    service = await startService(dashboardDir, {
+      prefix: 'pm-dashboard-exp-',
+      readyMs: 60_000,
+      env: {
+        INTERNAL_AUTH_SECRET: secret,
+        RUNS_URL: fake.base,
+        EXPERIMENT_POLL_MS: '50',
+        LOG_LEVEL: 'warn',
+      },
     })
-    await waitForHttp(`${base}/health/ready`, 60_000, proc)
+    base = service.base
     const user = caller(base, (await login(base)).token)
     promptId = data<{ _id: string }>(
       await user('POST', '/api/v1/prompts', { name: 'Capitals', template: 'Q {{n}}' }),
       201,
     )._id
     data(await user('POST', `/api/v1/prompts/${promptId}/publish`, { changeLog: 'v1' }), 201)
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run'],
-    })
-    const context = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    browser = await launchChromium(['--no-first-run'])
+    const context = await browser.newContext(CONTEXT)
     page = await context.newPage()
     page.setDefaultTimeout(15_000)
     page.on('console', (msg) => {
@@ -116,23 +72,16 @@ describe('datasets and experiments in a real browser', () => {
 
   afterAll(async () => {
     await browser?.close()
-    await proc?.stop()
+    await service?.stop()
     await fake?.close()
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
   })
 
   beforeEach(({ onTestFailed }) => {
-    onTestFailed(async () => {
-      await page?.screenshot({ path: join(SHOTS, 'experiments-failure.png'), fullPage: true }).catch(() => {})
-    })
+    onTestFailed(() => failureShot(page, 'experiments-failure.png'))
   })
 
   it('creates a dataset from a CSV, starts an experiment from the prompt, shows progress, aggregates and failures', async () => {
-    await page.goto(`${base}/sign-in`)
-    await page.getByLabel('Email').fill(ADMIN.email)
-    await page.getByLabel('Password').fill(ADMIN.password)
-    await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.waitForURL(/\/prompts$/)
+    await signIn(page, base)
 
     await page.getByRole('link', { name: 'Datasets' }).click()
     await page.waitForURL(/\/datasets$/)

@@ -1,15 +1,22 @@
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { type FakeProvider, startFakeProvider } from '@pm/fakeprovider'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { call } from '../src/client.ts'
-import { ADMIN } from '../src/slice.ts'
-import { builtDashboard } from '../src/dashboardBuild.ts'
+import { call, type Data } from '../src/client.ts'
+import {
+  CONTEXT,
+  checkPage,
+  type DashboardService,
+  failureShot,
+  launchChromium,
+  prepareDashboard,
+  SLOW,
+  signIn,
+  startService,
+} from '../src/dashboardPage.ts'
+import { login } from '../src/prompts.ts'
+
+/** expect.poll with room for a loaded machine (its default gives up after 1 s). */
+const until = <T>(fn: () => T | Promise<T>) => expect.poll(fn, SLOW)
 
 /**
  * The Playground in Debian's chromium against the embedded default and the local fake provider
@@ -19,31 +26,8 @@ import { builtDashboard } from '../src/dashboardBuild.ts'
  * console error or unexpected 4xx/5xx fails it. Screenshots at 1280 and 390 px into
  * e2e/.screenshots/ ("playground-").
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
-const WIDTHS = [
-  { width: 1280, height: 860 },
-  { width: 390, height: 844 },
-] as const
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
-
-/** expect.poll with room for a loaded machine (its default gives up after 1 s). */
-const until = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 15_000, interval: 100 })
-
-interface Data<T> {
-  data: T
-}
-interface AxeViolation {
-  id: string
-  impact: string | null
-  help: string
-  nodes: { target: string[] }[]
-}
-
 describe('the dashboard Playground in a real browser', () => {
-  let dashboardDir: string
-  let dataDir: string
-  let proc: RunningProcess
+  let service: DashboardService
   let base: string
   let fake: FakeProvider
   let browser: Browser
@@ -52,50 +36,18 @@ describe('the dashboard Playground in a real browser', () => {
   let promptId: string
   const problems: string[] = []
 
-  async function check(name: string): Promise<void> {
-    for (const size of WIDTHS) {
-      await page.setViewportSize(size)
-      await page.waitForTimeout(150)
-      await page.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
-      await page.evaluate(axeSource)
-      const violations = (await page.evaluate(
-        `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
-      )) as AxeViolation[]
-      expect(
-        violations
-          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-          .map(
-            (v) =>
-              `${name}@${size.width}: ${v.id} ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
-          ),
-      ).toEqual([])
-    }
-    await page.setViewportSize(WIDTHS[0])
-  }
+  const check = (name: string) => checkPage(page, name)
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (or set CHROMIUM_PATH)`)
-    dashboardDir = builtDashboard()
-    mkdirSync(SHOTS, { recursive: true })
+    const dashboardDir = prepareDashboard()
     fake = await startFakeProvider()
-    dataDir = mkdtempSync(join(tmpdir(), 'pm-playground-'))
-    const port = await freePort()
-    base = `http://127.0.0.1:${port}`
-    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
-      PORT: String(port),
-      DATA_DIR: dataDir,
-      DASHBOARD_DIR: dashboardDir,
-      PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
-      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-      BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
-      BOOTSTRAP_ORG_NAME: ADMIN.org,
+    service = await startService(dashboardDir, {
+      prefix: 'pm-playground-',
+      readyMs: 30_000,
+      env: { PROVIDER_ALLOWED_HOSTS: '127.0.0.1' },
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
-    const login = await call<Data<{ accessToken: string }>>(base, 'POST', '/api/v1/auth/login', {
-      body: { email: ADMIN.email, password: ADMIN.password },
-    })
-    token = login.body.data.accessToken
+    base = service.base
+    token = (await login(base)).token
     // Version 1 published and pinned to production; then a different draft with a config.
     const created = await call<Data<{ _id: string }>>(base, 'POST', '/api/v1/prompts', {
       token,
@@ -122,8 +74,8 @@ describe('the dashboard Playground in a real browser', () => {
     })
     expect(drafted.status).toBe(200)
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] })
-    const context = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    browser = await launchChromium()
+    const context = await browser.newContext(CONTEXT)
     page = await context.newPage()
     page.setDefaultTimeout(10_000)
     page.on('console', (msg) => {
@@ -137,23 +89,16 @@ describe('the dashboard Playground in a real browser', () => {
 
   afterAll(async () => {
     await browser?.close()
-    await proc?.stop()
+    await service?.stop()
     await fake?.close()
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
   })
 
   beforeEach(({ onTestFailed }) => {
-    onTestFailed(async () => {
-      await page?.screenshot({ path: join(SHOTS, 'playground-failure.png'), fullPage: true }).catch(() => {})
-    })
+    onTestFailed(() => failureShot(page, 'playground-failure.png'))
   })
 
   it('without a connection the Playground links to Settings → Connections, where one is made', async () => {
-    await page.goto(`${base}/sign-in`)
-    await page.getByLabel('Email').fill(ADMIN.email)
-    await page.getByLabel('Password').fill(ADMIN.password)
-    await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.waitForURL(/\/prompts$/)
+    await signIn(page, base)
     await page.goto(`${base}/prompts/${promptId}/playground`)
     await until(() => page.getByRole('heading', { name: 'No model connection yet' }).isVisible()).toBe(true)
     await check('playground-empty')

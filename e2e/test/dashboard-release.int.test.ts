@@ -1,13 +1,23 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { REPO_ROOT } from '@pm/testkit'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BrowserErrors } from '../src/browserErrors.ts'
-import { call } from '../src/client.ts'
-import { builtDashboard } from '../src/dashboardBuild.ts'
+import { call, type Data } from '../src/client.ts'
+import {
+  CONTEXT,
+  checkPage,
+  type DashboardService,
+  failureShot,
+  launchChromium,
+  prepareDashboard,
+  SLOW,
+  signIn as signInAt,
+  startService,
+  watch,
+} from '../src/dashboardPage.ts'
+import { login } from '../src/prompts.ts'
 import { ADMIN } from '../src/slice.ts'
 
 /**
@@ -18,31 +28,11 @@ import { ADMIN } from '../src/slice.ts'
  * filters, export). Screenshots at 1280 and 390 px into SHOTS_DIR (default e2e/.screenshots/,
  * names starting with "release-"), each checked with axe-core.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const SHOTS = process.env.SHOTS_DIR ?? join(REPO_ROOT, 'e2e', '.screenshots')
-const WIDTHS = [
-  { width: 1280, height: 860 },
-  { width: 390, height: 844 },
-] as const
 const MEMBER = { email: 'mia@example.com', password: 'member password 1', name: 'Mia Member' }
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
-/** The machine may be loaded: a page's queries can take seconds. */
-const SLOW = { timeout: 15_000, interval: 100 }
-
-interface Data<T> {
-  data: T
-}
-interface AxeViolation {
-  id: string
-  impact: string | null
-  help: string
-  nodes: { target: string[] }[]
-}
 
 describe('the dashboard: release safety', () => {
-  let dashboardDir: string
-  let dataDir: string
-  let proc: RunningProcess
+  let service: DashboardService
   let base: string
   let browser: Browser
   let context: BrowserContext
@@ -61,89 +51,39 @@ describe('the dashboard: release safety', () => {
   }
 
   /** Screenshots at both widths, and no serious axe-core violation at either. */
-  async function shots(name: string, p: Page = page): Promise<void> {
-    for (const size of WIDTHS) {
-      await p.setViewportSize(size)
-      await p.waitForTimeout(150)
-      await p.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
-      await p.evaluate(axeSource)
-      const violations = (await p.evaluate(
-        `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
-      )) as AxeViolation[]
-      expect(
-        violations
-          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-          .map(
-            (v) =>
-              `${name}@${size.width}: ${v.id} ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
-          ),
-      ).toEqual([])
-    }
-    await p.setViewportSize(WIDTHS[0])
-  }
-
-  async function signIn(p: Page, who: { email: string; password: string }): Promise<void> {
-    await p.goto(`${base}/sign-in`)
-    await p.getByLabel('Email').fill(who.email)
-    await p.getByLabel('Password').fill(who.password)
-    await p.getByRole('button', { name: 'Sign in' }).click()
-    await p.waitForURL(/\/prompts$/)
-  }
+  const shots = (name: string, p: Page = page) => checkPage(p, name, { dir: SHOTS })
+  const signIn = (p: Page, who: { email: string; password: string }) => signInAt(p, base, who)
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (or set CHROMIUM_PATH)`)
-    dashboardDir = builtDashboard()
-    mkdirSync(SHOTS, { recursive: true })
-    dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-release-'))
-    const port = await freePort()
-    base = `http://127.0.0.1:${port}`
-    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
-      PORT: String(port),
-      DATA_DIR: dataDir,
-      DASHBOARD_DIR: dashboardDir,
-      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-      BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
-      BOOTSTRAP_ORG_NAME: ADMIN.org,
-      AUTH_ALLOW_SIGNUP: 'true',
-      // Render sends a split's invocation counts this often (5 s by default).
-      SPLIT_COUNTS_FLUSH_MS: '200',
+    service = await startService(prepareDashboard(SHOTS), {
+      prefix: 'pm-dashboard-release-',
+      env: {
+        AUTH_ALLOW_SIGNUP: 'true',
+        // Render sends a split's invocation counts this often (5 s by default).
+        SPLIT_COUNTS_FLUSH_MS: '200',
+      },
     })
-    await waitForHttp(`${base}/health/ready`, 90_000, proc)
-    const login = await call<Data<{ accessToken: string; organizationId: string }>>(
-      base,
-      'POST',
-      '/api/v1/auth/login',
-      { body: { email: ADMIN.email, password: ADMIN.password } },
-    )
-    token = login.body.data.accessToken
-    orgId = login.body.data.organizationId
+    base = service.base
+    const admin = await login(base)
+    token = admin.token
+    orgId = admin.organizationId
     expect((await call(base, 'POST', '/api/v1/auth/register', { body: MEMBER })).status).toBe(201)
     await api('POST', `/api/v1/organizations/${orgId}/members`, { email: MEMBER.email, role: 'MEMBER' })
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] })
-    context = await browser.newContext({
-      viewport: WIDTHS[0],
-      locale: 'en-GB',
-      timezoneId: 'UTC',
-      acceptDownloads: true,
-    })
+    browser = await launchChromium()
+    context = await browser.newContext({ ...CONTEXT, acceptDownloads: true })
     page = await context.newPage()
-    page.setDefaultTimeout(10_000)
-    errors.watch(page)
+    watch(page, errors)
   }, 240_000)
 
   afterAll(async () => {
     await browser?.close()
-    await proc?.stop()
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+    await service?.stop()
   })
 
   it('protects production, promotes, rolls back, splits, and reads the audit log', async ({
     onTestFailed,
   }) => {
-    onTestFailed(async () => {
-      await page?.screenshot({ path: join(SHOTS, 'release-failure.png'), fullPage: true }).catch(() => {})
-    })
+    onTestFailed(() => failureShot(page, 'release-failure.png', SHOTS))
     // Two published versions.
     const prompt = await api<{ _id: string }>('POST', '/api/v1/prompts', {
       name: 'Greeting',
@@ -250,14 +190,9 @@ describe('the dashboard: release safety', () => {
       .toMatch(/^.*v2\s*live\s*Split v2 70% · v1 30%/s)
 
     // ---- a MEMBER is refused on the protected environment, and told why
-    const memberContext = await browser.newContext({
-      viewport: WIDTHS[0],
-      locale: 'en-GB',
-      timezoneId: 'UTC',
-    })
+    const memberContext = await browser.newContext(CONTEXT)
     const m = await memberContext.newPage()
-    m.setDefaultTimeout(10_000)
-    errors.watch(m)
+    watch(m, errors)
     try {
       await signIn(m, MEMBER)
       await m.goto(`${base}/prompts/${prompt._id}/environments`)

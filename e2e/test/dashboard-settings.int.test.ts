@@ -1,22 +1,26 @@
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import {
-  freePort,
-  REPO_ROOT,
-  type RunningProcess,
-  startProcess,
-  WebhookReceiver,
-  waitForHttp,
-} from '@pm/testkit'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { WebhookReceiver } from '@pm/testkit'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { BrowserErrors } from '../src/browserErrors.ts'
-import { call } from '../src/client.ts'
+import { call, type Data } from '../src/client.ts'
+import {
+  CONTEXT,
+  checkPage,
+  type DashboardService,
+  failureShot,
+  launchChromium,
+  prepareDashboard,
+  QUIET,
+  SHOTS,
+  signIn as signInAt,
+  startService as startDashboardService,
+  WIDTHS,
+  watch as watchPage,
+} from '../src/dashboardPage.ts'
+import { login as apiLogin } from '../src/prompts.ts'
 import { ADMIN } from '../src/slice.ts'
-import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The dashboard's second part in Debian's chromium against the embedded default: workspace
@@ -28,66 +32,16 @@ import { builtDashboard } from '../src/dashboardBuild.ts'
  * The page is built into its own folder (DASHBOARD_DIR), so this file and the part-1 journey
  * can run side by side without one build emptying the other's dist/.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
-const WIDTHS = [
-  { width: 1280, height: 860 },
-  { width: 390, height: 844 },
-] as const
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 const MEMBER = { email: 'mo@example.com', password: 'member password 1', name: 'Mo Member' }
 const TEMP = { email: 'tess@example.com', password: 'temp password 1', name: 'Tess Temp' }
 
-interface AxeViolation {
-  id: string
-  impact: string | null
-  help: string
-  nodes: { target: string[] }[]
-}
-interface Data<T> {
-  data: T
-}
-
-function launch(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  })
-}
-
 /** The embedded default on a free port, serving the dashboard built into `dashboardDir`. */
-async function startService(
-  dashboardDir: string,
-  env: Record<string, string> = {},
-): Promise<{ proc: RunningProcess; base: string; dataDir: string }> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard2-'))
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
-    PORT: String(port),
-    DATA_DIR: dataDir,
-    DASHBOARD_DIR: dashboardDir,
-    BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-    BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-    BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
-    BOOTSTRAP_ORG_NAME: ADMIN.org,
-    ...env,
-  })
-  // Generous: a start takes 20 s and more on a loaded 2-core machine.
-  await waitForHttp(`${base}/health/ready`, 90_000, proc)
-  return { proc, base, dataDir }
-}
+const startService = (dashboardDir: string, env: Record<string, string> = {}) =>
+  startDashboardService(dashboardDir, { prefix: 'pm-dashboard2-', env })
 
 describe('the dashboard, part 2: settings, import, catalog and forks in a real browser', () => {
   let dashboardDir: string
-  let service: { proc: RunningProcess; base: string; dataDir: string }
+  let service: DashboardService
   let base: string
   let receiver: WebhookReceiver
   let browser: Browser
@@ -102,63 +56,15 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
    */
   const errors = new BrowserErrors()
 
-  function watch(p: Page): void {
-    p.setDefaultTimeout(10_000)
-    errors.watch(p)
-  }
-
-  async function axe(p: Page, name: string): Promise<void> {
-    await p.evaluate(axeSource)
-    const violations = (await p.evaluate(
-      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
-    )) as AxeViolation[]
-    const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    expect(
-      serious.map(
-        (v) =>
-          `${name}: ${v.id} (${v.impact}) ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
-      ),
-    ).toEqual([])
-  }
-
+  const watch = (p: Page) => watchPage(p, errors)
   /** Screenshots and axe-core at both widths, back to 1280 after. */
-  async function check(name: string, p: Page = page): Promise<void> {
-    for (const size of WIDTHS) {
-      await p.setViewportSize(size)
-      await p.waitForTimeout(150)
-      await p.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
-      await axe(p, `${name}@${size.width}`)
-    }
-    await p.setViewportSize(WIDTHS[0])
-  }
-
-  async function signIn(p: Page, who: { email: string; password: string }): Promise<void> {
-    await p.goto(`${base}/sign-in`)
-    await p.getByLabel('Email').fill(who.email)
-    await p.getByLabel('Password').fill(who.password)
-    await p.getByRole('button', { name: 'Sign in' }).click()
-    await p.waitForURL(/\/prompts$/)
-  }
-
-  async function login(who: { email: string; password: string }): Promise<{ token: string; org: string }> {
-    const res = await call<Data<{ accessToken: string; organizationId: string }>>(
-      base,
-      'POST',
-      '/api/v1/auth/login',
-      {
-        body: { email: who.email, password: who.password },
-      },
-    )
-    expect(res.status).toBe(200)
-    return { token: res.body.data.accessToken, org: res.body.data.organizationId }
-  }
+  const check = (name: string, p: Page = page) => checkPage(p, name)
+  const signIn = (p: Page, who: { email: string; password: string }) => signInAt(p, base, who)
+  /** A session over the API (outside the browser). */
+  const login = (who: { email: string; password: string }) => apiLogin(base, who.email, who.password)
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
-    }
-    dashboardDir = builtDashboard()
-    mkdirSync(SHOTS, { recursive: true })
+    dashboardDir = prepareDashboard()
     rmSync(join(SHOTS, 'settings-failure.png'), { force: true })
     receiver = await WebhookReceiver.start()
     service = await startService(dashboardDir, {
@@ -171,14 +77,14 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     base = service.base
     const admin = await login(ADMIN)
     adminToken = admin.token
-    acmeId = admin.org
+    acmeId = admin.organizationId
     // A second person with an account (a MEMBER once the admin adds them).
     for (const person of [MEMBER, TEMP]) {
       const registered = await call(base, 'POST', '/api/v1/auth/register', { body: person })
       expect(registered.status).toBe(201)
     }
-    browser = await launch()
-    context = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    browser = await launchChromium(QUIET)
+    context = await browser.newContext(CONTEXT)
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base })
     page = await context.newPage()
     watch(page)
@@ -186,9 +92,8 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
 
   afterAll(async () => {
     await browser?.close()
-    await service?.proc.stop()
+    await service?.stop()
     await receiver?.close()
-    if (service) rmSync(service.dataDir, { recursive: true, force: true })
   })
 
   afterEach(() => {
@@ -198,9 +103,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
   })
 
   beforeEach(({ onTestFailed }) => {
-    onTestFailed(async () => {
-      await page?.screenshot({ path: join(SHOTS, 'settings-failure.png'), fullPage: true }).catch(() => {})
-    })
+    onTestFailed(() => failureShot(page, 'settings-failure.png'))
   })
 
   it('the catalog works signed out (empty at first)', async () => {
@@ -556,7 +459,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
         body: { isPublic: true },
       })
     }
-    const guest = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    const guest = await browser.newContext(CONTEXT)
     const g = await guest.newPage()
     watch(g)
     try {
@@ -725,11 +628,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
   })
 
   it('a MEMBER sees why keys and webhooks are closed, and the service refuses them too', async () => {
-    const memberContext = await browser.newContext({
-      viewport: WIDTHS[0],
-      locale: 'en-GB',
-      timezoneId: 'UTC',
-    })
+    const memberContext = await browser.newContext(CONTEXT)
     const m = await memberContext.newPage()
     watch(m)
     try {
@@ -805,7 +704,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
 
   it('webhooks to private addresses are refused by default, with the service’s message', async () => {
     const strict = await startService(dashboardDir)
-    const ctx = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    const ctx = await browser.newContext(CONTEXT)
     const p = await ctx.newPage()
     watch(p)
     const saved = base
@@ -825,8 +724,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     } finally {
       base = saved
       await ctx.close()
-      await strict.proc.stop()
-      rmSync(strict.dataDir, { recursive: true, force: true })
+      await strict.stop()
     }
   }, 120_000)
 })

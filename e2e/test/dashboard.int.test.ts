@@ -1,14 +1,21 @@
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { BrowserErrors } from '../src/browserErrors.ts'
+import {
+  CONTEXT,
+  checkPage,
+  type DashboardService,
+  failureShot,
+  launchChromium,
+  prepareDashboard,
+  QUIET,
+  SHOTS,
+  startService,
+  watch,
+} from '../src/dashboardPage.ts'
 import { ADMIN } from '../src/slice.ts'
-import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The dashboard, driven by Debian's chromium (no browser download) against the embedded
@@ -16,25 +23,9 @@ import { builtDashboard } from '../src/dashboardBuild.ts'
  * (no credential in web storage, the refresh cookie's flags, the CSP, no console error and no
  * 4xx/5xx answer but those a step causes on purpose) and axe-core on every page. Screenshots of each page at 1280 and 390 px go to e2e/.screenshots/.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
-const WIDTHS = [
-  { width: 1280, height: 860 },
-  { width: 390, height: 844 },
-] as const
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
-
-interface AxeViolation {
-  id: string
-  impact: string | null
-  help: string
-  nodes: { target: string[] }[]
-}
-
 describe('the dashboard: an author’s journey in a real browser', () => {
-  let proc: RunningProcess
+  let service: DashboardService
   let base: string
-  let dataDir: string
   let browser: Browser
   let context: BrowserContext
   let page: Page
@@ -43,32 +34,10 @@ describe('the dashboard: an author’s journey in a real browser', () => {
   const refreshes: number[] = []
   const checked: string[] = []
 
-  /** Serious or critical axe-core violations of the page as it is now. */
-  async function axe(name: string): Promise<void> {
-    await page.evaluate(axeSource)
-    const violations = (await page.evaluate(
-      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
-    )) as AxeViolation[]
-    const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    expect(
-      serious.map(
-        (v) =>
-          `${name}: ${v.id} (${v.impact}) ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
-      ),
-    ).toEqual([])
-  }
-
   /** Screenshots at both widths and axe-core at both (layouts differ), back to 1280 after. */
   async function check(name: string): Promise<void> {
-    for (const size of WIDTHS) {
-      await page.setViewportSize(size)
-      // From the top: a sticky toolbar would otherwise be drawn where the page was scrolled to.
-      await page.evaluate('window.scrollTo(0, 0)')
-      await page.waitForTimeout(150)
-      await page.screenshot({ path: join(SHOTS, `${name}-${size.width}.png`), fullPage: true })
-      await axe(`${name}@${size.width}`)
-    }
-    await page.setViewportSize(WIDTHS[0])
+    // From the top: a sticky toolbar would otherwise be drawn where the page was scrolled to.
+    await checkPage(page, name, { top: true })
     checked.push(name)
   }
 
@@ -85,46 +54,22 @@ describe('the dashboard: an author’s journey in a real browser', () => {
   }
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`)
-    }
     // The page under test is the one built from the current sources.
-    const dashboardDir = builtDashboard()
+    const dashboardDir = prepareDashboard()
     // Only this journey's leftovers: the part-2 test (dashboard-settings) shares the folder.
     rmSync(join(SHOTS, 'failure.png'), { force: true })
-    mkdirSync(SHOTS, { recursive: true })
-    dataDir = mkdtempSync(join(tmpdir(), 'pm-dashboard-'))
-    const port = await freePort()
-    base = `http://127.0.0.1:${port}`
-    proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
-      PORT: String(port),
-      DATA_DIR: dataDir,
-      DASHBOARD_DIR: dashboardDir,
-      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-      BOOTSTRAP_ADMIN_NAME: 'Ada Admin',
-      BOOTSTRAP_ORG_NAME: ADMIN.org,
-      // Short access tokens: the silent refresh (a minute before expiry, at least 5 s after
-      // the last one) happens while the journey runs.
-      ACCESS_TOKEN_TTL_SECONDS: '65',
+    service = await startService(dashboardDir, {
+      env: {
+        // Short access tokens: the silent refresh (a minute before expiry, at least 5 s after
+        // the last one) happens while the journey runs.
+        ACCESS_TOKEN_TTL_SECONDS: '65',
+      },
     })
-    // Generous: a start takes 20 s and more on a loaded 2-core machine.
-    await waitForHttp(`${base}/health/ready`, 90_000, proc)
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    })
-    context = await browser.newContext({ viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' })
+    base = service.base
+    browser = await launchChromium(QUIET)
+    context = await browser.newContext(CONTEXT)
     page = await context.newPage()
-    page.setDefaultTimeout(10_000)
-    errors.watch(page)
+    watch(page, errors)
     page.on('response', (res) => {
       if (res.url().endsWith('/api/v1/auth/refresh')) refreshes.push(res.status())
     })
@@ -132,14 +77,11 @@ describe('the dashboard: an author’s journey in a real browser', () => {
 
   afterAll(async () => {
     await browser?.close()
-    await proc?.stop()
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+    await service?.stop()
   })
 
   it('signs in, creates, edits, previews, publishes twice, diffs, restores, promotes, reloads, signs out', async () => {
-    onTestFailed(async () => {
-      await page.screenshot({ path: join(SHOTS, 'failure.png'), fullPage: true }).catch(() => {})
-    })
+    onTestFailed(() => failureShot(page, 'failure.png'))
     // ---- the page and its headers
     const first = await page.goto(`${base}/`)
     expect(first?.status()).toBe(200)

@@ -1,49 +1,11 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { childEnv, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { json, pm } from './run.ts'
 
-const CLI = join(REPO_ROOT, 'apps/cli/src/main.ts')
 const ADMIN = { email: 'ops@example.com', password: 'correct horse battery staple', org: 'Ops Inc' }
-
-interface Result {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-/** Runs `pm <args>` as its own process, the way an operator would. */
-function pm(args: string[], env: Record<string, string>, stdin?: string): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--conditions=source', '--disable-warning=ExperimentalWarning', CLI, ...args],
-      {
-        cwd: REPO_ROOT,
-        env: childEnv({ HOME: env.HOME ?? tmpdir(), ...env }),
-        stdio: ['pipe', 'pipe', 'pipe'],
-      },
-    )
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString('utf8')
-    })
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString('utf8')
-    })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(stdin ?? '')
-  })
-}
-
-function json<T>(result: Result): T {
-  if (result.code !== 0) throw new Error(`pm exited ${result.code}: ${result.stderr}`)
-  return JSON.parse(result.stdout) as T
-}
 
 describe('pm against the embedded default', () => {
   let dir: string

@@ -1,42 +1,27 @@
-import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
-import { findNode, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import {
+  findNode,
+  freePort,
+  REPO_ROOT,
+  type RunningProcess,
+  runCommand,
+  startProcess,
+  waitForHttp,
+} from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 const ADMIN = { email: 'npx@example.com', password: 'correct horse battery staple', org: 'Npx Inc' }
 const NODE20 = findNode(20)
 
-interface Result {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
+/** A command run to its end (killed if it takes more than 170 s). */
 function exec(
   cmd: string,
   args: string[],
   opts: { cwd?: string; env: Record<string, string>; stdin?: string },
 ) {
-  return new Promise<Result>((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString('utf8')
-    })
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString('utf8')
-    })
-    const timer = setTimeout(() => child.kill('SIGKILL'), 170_000)
-    child.on('error', reject)
-    child.on('close', (code) => {
-      clearTimeout(timer)
-      resolve({ code, stdout, stderr })
-    })
-    child.stdin.end(opts.stdin ?? '')
-  })
+  return runCommand(cmd, args, { ...opts, timeoutMs: 170_000 })
 }
 
 /** npm's own notices about this machine's npm configuration are not pm's output. */

@@ -1,42 +1,14 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { childEnv, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { pm } from './run.ts'
 
-const CLI = join(REPO_ROOT, 'apps/cli/src/main.ts')
 const ADMIN = { email: 'tokens@example.com', password: 'correct horse battery staple', org: 'Tokens Inc' }
 /** The shortest lifetime identity accepts; the gateway allows 30 s of clock skew past it. */
 const ACCESS_TOKEN_TTL_SECONDS = 60
 const GATEWAY_CLOCK_TOLERANCE_MS = 30_000
-
-interface Result {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-function pm(args: string[], env: Record<string, string>, stdin = ''): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--conditions=source', '--disable-warning=ExperimentalWarning', CLI, ...args],
-      { cwd: REPO_ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] },
-    )
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString('utf8')
-    })
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString('utf8')
-    })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(stdin)
-  })
-}
 
 interface SavedSession {
   accessToken: string

@@ -74,6 +74,60 @@ export function startProcess(
   return { name, child, logs, stop: () => signal('SIGTERM'), kill: () => signal('SIGKILL') }
 }
 
+export interface ProcessResult {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/**
+ * Runs a command to its end with `stdin` (default: nothing) as its input; resolves with its
+ * exit status and output. `env` is its whole environment. With `timeoutMs`, a command still
+ * running then is killed (SIGKILL).
+ */
+export function runCommand(
+  command: string,
+  args: string[],
+  opts: { cwd?: string; env: Record<string, string>; stdin?: string; timeoutMs?: number },
+): Promise<ProcessResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString('utf8')
+    })
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString('utf8')
+    })
+    const timer =
+      opts.timeoutMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs)
+    child.on('error', reject)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+    child.stdin.end(opts.stdin ?? '')
+  })
+}
+
+/**
+ * Runs a TypeScript entry point (a CLI; Node 24 runs it directly, as startProcess does) to its
+ * end from the repository root, with `childEnv(env)` and `stdin` as its input.
+ */
+export function runEntry(
+  entry: string,
+  args: string[],
+  env: Record<string, string>,
+  stdin = '',
+): Promise<ProcessResult> {
+  return runCommand(
+    process.execPath,
+    ['--conditions=source', '--disable-warning=ExperimentalWarning', entry, ...args],
+    { cwd: REPO_ROOT, env: childEnv(env), stdin },
+  )
+}
+
 /** Polls `url` until it answers 200 (or the deadline passes). */
 export async function waitForHttp(url: string, timeoutMs = 20_000, proc?: RunningProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs
