@@ -179,9 +179,6 @@ export class SqliteIdentityStore implements IdentityStore {
     transaction(this.db, () => insertAuditOutbox(this.db, entries))
   }
 
-  private one(sql: string, ...params: (string | number | null)[]): Row | undefined {
-    return this.db.prepare(sql).get(...params) as Row | undefined
-  }
   private all(sql: string, ...params: (string | number | null)[]): Row[] {
     return this.db.prepare(sql).all(...params) as Row[]
   }
