@@ -98,6 +98,19 @@ describe('the dashboard: composing prompts', () => {
     await expect.poll(() => page.getByRole('heading', { name: 'Used by' }).isVisible(), SLOW).toBe(true)
     expect(await page.getByRole('link', { name: 'Support answer' }).isVisible()).toBe(true)
     await shots('compose-used-by')
+
+    // A new slug would leave "Support answer" including nothing: refused with the dependents named, then forced.
+    await page.getByLabel('Slug').fill('refund-rules')
+    await page.getByRole('button', { name: 'Save draft' }).click()
+    const anyway = page.getByRole('button', { name: 'Change the slug anyway' })
+    await expect.poll(() => anyway.isVisible(), SLOW).toBe(true)
+    expect(await page.locator('.banner-warn').textContent()).toContain('support-answer')
+    await shots('compose-slug-refused')
+    await anyway.click()
+    await expect
+      .poll(() => page.getByText('Draft saved.', { exact: false }).first().isVisible(), SLOW)
+      .toBe(true)
+    expect((await api<{ slug: string }>('GET', `/api/v1/prompts/${policy._id}`)).slug).toBe('refund-rules')
     expect(errors).toEqual([])
   })
 })

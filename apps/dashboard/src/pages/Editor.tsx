@@ -206,7 +206,8 @@ export function Editor() {
           </button>
         </div>
       </div>
-      <ErrorBanner error={save.error} title="The draft was not saved" />
+      {/* A refusal because other prompts include this one: the warning below says it in full. */}
+      {!includedBy(save.error) && <ErrorBanner error={save.error} title="The draft was not saved" />}
       {includedBy(save.error) && (
         <div className="banner banner-warn" role="alert">
           <span>
