@@ -5,18 +5,36 @@ import { fileURLToPath } from 'node:url'
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 
 /** A free TCP port on loopback. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Ports handed out by this process: never twice. */
+const handedOut = new Set<number>()
+
+/** Whether 127.0.0.1:`port` can be listened on now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer()
     srv.unref()
-    srv.on('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address()
-      srv.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      )
-    })
+    srv.once('error', () => resolve(false))
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)))
   })
+}
+
+/**
+ * A port to start a server on, picked at random from 15000-31999 and checked free. Below the
+ * kernel's ephemeral range (Linux: 32768-60999) on purpose: a port the kernel hands out
+ * (`listen(0)`) is one it also gives to outgoing connections, and in the moment between this
+ * check and the service's own listen, a client connection of a test running beside this one took
+ * it (EADDRINUSE). Here only another test's pick can collide: about one chance in 17,000.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 15_000 + Math.floor(Math.random() * 17_000)
+    if (handedOut.has(port)) continue
+    if (await bindable(port)) {
+      handedOut.add(port)
+      return port
+    }
+  }
+  throw new Error('no free port found in 15000-31999 after 100 tries')
 }
 
 export interface RunningProcess {
