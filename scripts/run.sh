@@ -37,6 +37,9 @@ case "$task" in
     # modules and strips its TypeScript anew (about 40 % of a start's CPU; CONTRIBUTING.md, "How
     # long npm test takes").
     export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$ROOT/node_modules/.cache/node-compile-cache}"
+    # Password hashes made during the tests cost 2^10 rather than 2^15 (identity's
+    # PASSWORD_HASH_COST): each sign-up, sign-in and refused password of the suite hashes once.
+    export PASSWORD_HASH_COST="${PASSWORD_HASH_COST:-10}"
     find . -path ./node_modules -prune -o -type d -name .test-results -prune -exec rm -rf {} + 2>/dev/null || true
     # One type check of every Node package together (tsconfig.check.json: each shared source
     # checked once, not once per package importing it), beside turbo's lint and unit tests; the

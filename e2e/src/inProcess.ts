@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startEmbedded } from '@pm/embedded'
-import { freePort } from '@pm/testkit'
+import { childEnv, freePort } from '@pm/testkit'
 import { call } from './client.ts'
 
 export interface Tenant {
@@ -28,6 +28,8 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
     DATA_DIR: dataDir,
     LOG_LEVEL: 'fatal',
     AUTH_ALLOW_SIGNUP: 'true',
+    // The run's settings a spawned service would get (childEnv): the password hash cost, say.
+    ...childEnv({}),
     ...env,
   })
   let n = 0

@@ -35,9 +35,12 @@ export async function bootstrapIdentity(
   env: Record<string, string | undefined>,
   input: BootstrapInput,
 ): Promise<BootstrapOutcome> {
-  const store = await openIdentityStore(loadIdentityCliConfig(env))
+  const config = loadIdentityCliConfig(env)
+  const store = await openIdentityStore(config)
   try {
-    const identity = new IdentityService(store, NO_BROADCAST)
+    const identity = new IdentityService(store, NO_BROADCAST, undefined, {
+      passwordCost: config.PASSWORD_HASH_COST,
+    })
     const result = await identity.bootstrap(input)
     const { organization, user } = result
     let apiKey: BootstrapOutcome['apiKey'] = null

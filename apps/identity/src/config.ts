@@ -1,6 +1,11 @@
 import { auditRelaySettings, busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
+/** The cost of new password hashes: log2 of scrypt's N (domain/passwords.ts). */
+const passwordSettings = {
+  PASSWORD_HASH_COST: Type.Integer({ minimum: 10, maximum: 20, default: 15 }),
+}
+
 export const IdentityConfigSchema = Type.Object({
   ...commonSettings,
   ...storeSettings,
@@ -12,6 +17,7 @@ export const IdentityConfigSchema = Type.Object({
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900 }),
   REFRESH_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 300, default: 30 * 86_400 }),
   AUTH_ALLOW_SIGNUP: Type.Boolean({ default: false }),
+  ...passwordSettings,
   BOOTSTRAP_ADMIN_EMAIL: Type.Optional(Type.String({ format: 'email' })),
   BOOTSTRAP_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8 })),
   BOOTSTRAP_ADMIN_NAME: Type.Optional(Type.String({ minLength: 1 })),
@@ -23,6 +29,7 @@ export type IdentityConfig = Static<typeof IdentityConfigSchema>
 export const IdentityCliConfigSchema = Type.Object({
   ...storeSettings,
   ...busSettings,
+  ...passwordSettings,
 })
 export type IdentityCliConfig = Static<typeof IdentityCliConfigSchema>
 

@@ -2,7 +2,7 @@ import { type AuditEntry, type CallerContext, SUBJECTS } from '@pm/contracts'
 import { newId, signContext } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { IdentityService } from '../src/services/identity.ts'
-import { anonymousContext, SECRET, startIdentity, type TestIdentity } from './helpers.ts'
+import { anonymousContext, SECRET, startIdentity, type TestIdentity, TEST_PASSWORD_COST } from './helpers.ts'
 
 const PASSWORD = 'a long and secret passphrase'
 
@@ -18,7 +18,7 @@ describe('identity: audit entries', () => {
 
   beforeAll(async () => {
     t = await startIdentity({ AUDIT_RELAY_POLL_MS: '50' })
-    identity = new IdentityService(t.store, t.bus)
+    identity = new IdentityService(t.store, t.bus, undefined, { passwordCost: TEST_PASSWORD_COST })
     await t.bus.consume(SUBJECTS.auditEntry, 'test-audit', async (data) => {
       published.push(data as AuditEntry)
     })

@@ -2,9 +2,10 @@ import type { LoginResponse } from '@pm/contracts'
 import { signContext } from '@pm/kit'
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from 'jose'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { loadIdentityConfig } from '../src/config.ts'
 import { IdentityService } from '../src/services/identity.ts'
 import { hashRefreshToken } from '../src/services/sessions.ts'
-import { anonymousContext, startIdentity, type TestIdentity } from './helpers.ts'
+import { anonymousContext, startIdentity, type TestIdentity, TEST_PASSWORD_COST } from './helpers.ts'
 
 type Session = LoginResponse & { refreshToken: string }
 
@@ -25,7 +26,7 @@ describe('identity: sign-in, sessions, sign-up', () => {
 
   beforeEach(async () => {
     t = await startIdentity()
-    identity = new IdentityService(t.store, t.bus)
+    identity = new IdentityService(t.store, t.bus, undefined, { passwordCost: TEST_PASSWORD_COST })
     const user = await identity.createUser({ email: 'ann@example.com', password: PASSWORD, name: 'Ann' })
     userId = user._id
     await identity.createOrganization('Alpha', userId)
@@ -39,10 +40,21 @@ describe('identity: sign-in, sessions, sign-up', () => {
     await t.close()
   })
 
-  it('stores a scrypt hash, never the password', async () => {
+  it('stores a scrypt hash, never the password; 2^15 unless PASSWORD_HASH_COST says otherwise', async () => {
     const user = await t.store.findUserByEmail('ann@example.com')
-    expect(user?.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$/)
+    expect(user?.passwordHash).toMatch(/^scrypt\$1024\$8\$1\$/)
     expect(user?.passwordHash).not.toContain(PASSWORD)
+    expect(loadIdentityConfig({ INTERNAL_AUTH_SECRET: 'x'.repeat(32) }).PASSWORD_HASH_COST).toBe(15)
+    expect(() =>
+      loadIdentityConfig({ INTERNAL_AUTH_SECRET: 'x'.repeat(32), PASSWORD_HASH_COST: '9' }),
+    ).toThrow()
+    const standard = new IdentityService(t.store, t.bus)
+    const bo = await standard.createUser({ email: 'bo@example.com', password: PASSWORD, name: 'Bo' })
+    expect(bo.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$/)
+    // Each hash is verified with its own parameters: a cost changed later still signs both in.
+    expect(await identity.authenticate('bo@example.com', PASSWORD)).toMatchObject({ _id: bo._id })
+    expect(await standard.authenticate('ann@example.com', PASSWORD)).toMatchObject({ _id: userId })
+    expect(await standard.authenticate('ann@example.com', 'wrong password')).toBeNull()
   })
 
   it('logs in with an access token signed by a JWKS key and a refresh token', async () => {
@@ -120,7 +132,9 @@ describe('identity: sign-in, sessions, sign-up', () => {
     }
     const expiring = await startIdentity({ REFRESH_TOKEN_TTL_SECONDS: '300' })
     try {
-      const s = new IdentityService(expiring.store, expiring.bus)
+      const s = new IdentityService(expiring.store, expiring.bus, undefined, {
+        passwordCost: TEST_PASSWORD_COST,
+      })
       const u = await s.createUser({ email: 'exp@example.com', password: PASSWORD, name: 'E' })
       const session = (
         await expiring.app.inject({
@@ -399,7 +413,7 @@ describe('identity: bootstrap', () => {
     }
     const t = await startIdentity(env)
     try {
-      const service = new IdentityService(t.store, t.bus)
+      const service = new IdentityService(t.store, t.bus, undefined, { passwordCost: TEST_PASSWORD_COST })
       const user = await t.store.findUserByEmail('root@example.com')
       expect(user).not.toBeNull()
       const orgs = await t.store.listOrganizationsForUser(user?._id ?? '')

@@ -22,6 +22,9 @@ export interface TestIdentity {
   close(): Promise<void>
 }
 
+/** Password hashes of 2^10 rather than 2^15 (PASSWORD_HASH_COST): a test hashes many times. */
+export const TEST_PASSWORD_COST = 10
+
 /** identity on a fresh SQLite file and an in-process bus; the caller closes it. */
 export async function startIdentity(env: Record<string, string> = {}): Promise<TestIdentity> {
   const dir = mkdtempSync(join(tmpdir(), 'pm-identity-test-'))
@@ -30,6 +33,7 @@ export async function startIdentity(env: Record<string, string> = {}): Promise<T
     DATA_DIR: dir,
     NODE_ENV: 'test',
     LOG_LEVEL: 'debug',
+    PASSWORD_HASH_COST: String(TEST_PASSWORD_COST),
     ...env,
   })
   const store = new SqliteIdentityStore(join(dir, 'identity.db'))

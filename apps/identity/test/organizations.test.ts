@@ -9,6 +9,7 @@ import {
   startIdentity,
   type TestIdentity,
   userContext,
+  TEST_PASSWORD_COST,
 } from './helpers.ts'
 
 const PASSWORD = 'a long and secret passphrase'
@@ -29,7 +30,7 @@ describe('identity: organizations, members, API keys', () => {
 
   beforeEach(async () => {
     t = await startIdentity()
-    identity = new IdentityService(t.store, t.bus)
+    identity = new IdentityService(t.store, t.bus, undefined, { passwordCost: TEST_PASSWORD_COST })
     owner = (await identity.createUser({ email: 'owner@example.com', password: PASSWORD, name: 'Olga' }))._id
     bob = (await identity.createUser({ email: 'bob@example.com', password: PASSWORD, name: 'Bob' }))._id
     carol = (await identity.createUser({ email: 'carol@example.com', password: PASSWORD, name: 'Carol' }))._id

@@ -47,14 +47,23 @@ export interface RunningProcess {
   kill(): Promise<void>
 }
 
-/**
- * The environment of a child process the tests start: PATH, Node's compile cache when the run
- * has one (`NODE_COMPILE_CACHE`, set by `npm test`: a started service then compiles its modules,
- * TypeScript stripping included, once per run instead of once per start), then `env`.
- */
+/** Settings of the test run that every process it starts gets too (scripts/run.sh test sets them). */
+const PASSED_THROUGH = [
+  // Node's compile cache: a started service compiles its modules, TypeScript stripping
+  // included, once per run instead of once per start.
+  'NODE_COMPILE_CACHE',
+  // identity's cost of new password hashes (2^10 in the tests instead of 2^15).
+  'PASSWORD_HASH_COST',
+] as const
+
+/** The environment of a child process the tests start: PATH, the run's PASSED_THROUGH settings, then `env`. */
 export function childEnv(env: Record<string, string>): Record<string, string> {
-  const cache = process.env.NODE_COMPILE_CACHE
-  return { PATH: process.env.PATH ?? '', ...(cache ? { NODE_COMPILE_CACHE: cache } : {}), ...env }
+  const out: Record<string, string> = { PATH: process.env.PATH ?? '' }
+  for (const name of PASSED_THROUGH) {
+    const value = process.env[name]
+    if (value) out[name] = value
+  }
+  return { ...out, ...env }
 }
 
 /**

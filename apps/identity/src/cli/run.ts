@@ -116,7 +116,9 @@ async function run(command: string, values: Values, io: CliIo, config: IdentityC
     command === 'revoke-key'
       ? await (io.openBus ?? ((c) => createBus(c.NATS_URL, 'identity-cli')))(config)
       : null
-  const identity = new IdentityService(store, bus ?? NO_BROADCAST)
+  const identity = new IdentityService(store, bus ?? NO_BROADCAST, undefined, {
+    passwordCost: config.PASSWORD_HASH_COST,
+  })
   try {
     switch (command) {
       case 'create-user': {

@@ -27,7 +27,7 @@ import {
 } from '../store/types.ts'
 import { normaliseEmail, orgSlug, publicApiKey } from '../domain/views.ts'
 import { type Actor, mayChangeRole, toMember } from '../domain/members.ts'
-import { DUMMY_HASH, hashPassword, verifyPassword } from '../domain/passwords.ts'
+import { DEFAULT_PASSWORD_COST, dummyHash, hashPassword, verifyPassword } from '../domain/passwords.ts'
 
 /** How identity tells every gateway replica to drop a cached key or membership now. */
 export type Broadcaster = Pick<EventBus, 'broadcast'>
@@ -66,10 +66,21 @@ export class IdentityService {
    * `onAudit` is told when audit entries were written (the relay publishes them at once);
    * changes made without an AuditContext (the operator's CLI, bootstrap) write none.
    */
-  constructor(store: IdentityStore, bus: Broadcaster, onAudit: () => void = () => {}) {
+  /** log2 of scrypt's N for new password hashes (PASSWORD_HASH_COST). */
+  private readonly passwordCost: number
+  private readonly dummy: string
+
+  constructor(
+    store: IdentityStore,
+    bus: Broadcaster,
+    onAudit: () => void = () => {},
+    opts: { passwordCost?: number } = {},
+  ) {
     this.store = store
     this.bus = bus
     this.onAudit = onAudit
+    this.passwordCost = opts.passwordCost ?? DEFAULT_PASSWORD_COST
+    this.dummy = dummyHash(this.passwordCost)
   }
 
   /**
@@ -106,7 +117,7 @@ export class IdentityService {
     origin: RequestOrigin,
   ): Promise<{ user: UserRecord; organizations: OrganizationRecord[]; audit: AuditEntry[] } | null> {
     const user = await this.store.findUserByEmail(normaliseEmail(email))
-    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH)
+    const ok = await verifyPassword(password, user?.passwordHash ?? this.dummy)
     if (!user) return null
     const organizations = await this.store.listOrganizationsForUser(user._id)
     const ctx: AuditContext = { actor: { type: 'user', id: user._id, name: displayName(user) }, ...origin }
@@ -211,7 +222,7 @@ export class IdentityService {
       _id: newId(),
       email: normaliseEmail(input.email),
       name: input.name.trim(),
-      passwordHash: await hashPassword(input.password),
+      passwordHash: await hashPassword(input.password, this.passwordCost),
       createdAt: new Date().toISOString(),
     }
     try {
@@ -227,7 +238,7 @@ export class IdentityService {
   /** The user when the password matches; null otherwise (same work either way). */
   async authenticate(email: string, password: string): Promise<UserRecord | null> {
     const user = await this.store.findUserByEmail(normaliseEmail(email))
-    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH)
+    const ok = await verifyPassword(password, user?.passwordHash ?? this.dummy)
     return user && ok ? user : null
   }
 
