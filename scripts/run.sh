@@ -58,7 +58,7 @@ case "$task" in
     # TEST_INT_CONCURRENCY=1 runs them one at a time, as before.
     export PM_TEST_PRIVATE_SERVERS=1
     int_rc=0
-    pnpm turbo run test:int --concurrency="${TEST_INT_CONCURRENCY:-2}" --output-logs=full || int_rc=$?
+    pnpm turbo run test:int --concurrency="${TEST_INT_CONCURRENCY:-3}" --output-logs=full || int_rc=$?
     PM_TEST_STARTED="$started" node scripts/test-summary.mjs
     exit "$int_rc"
     ;;
