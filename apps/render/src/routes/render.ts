@@ -126,7 +126,21 @@ function invokeChat(
   reply: FastifyReply,
   maxOutputBytes: number,
 ): InvokeResult {
-  const outcome = renderChat(chat, snapshot.variables, values, 'invoke', { maxOutputBytes })
+  return chatResult(
+    snapshot,
+    renderChat(chat, snapshot.variables, values, 'invoke', { maxOutputBytes }),
+    values,
+    reply,
+  )
+}
+
+/** A chat rendering's answer (its refusals first), with the references it resolved if any. */
+function chatResult(
+  snapshot: Snapshot,
+  outcome: ReturnType<typeof renderChat> & { references?: InvokeResult['references'] },
+  values: Record<string, unknown>,
+  reply: FastifyReply,
+): InvokeResult {
   if (outcome.missingRequired.length > 0)
     throw missingRequired(outcome.missingRequired, snapshot.variables, values)
   if (outcome.invalidPlaceholders.length > 0) throw notMessageLists(outcome.invalidPlaceholders)
@@ -139,6 +153,7 @@ function invokeChat(
     version: snapshot.version,
     renderedMessages: outcome.renderedMessages,
     ...(snapshot.config ? { config: snapshot.config } : {}),
+    ...(outcome.references ? { references: outcome.references } : {}),
   }
 }
 
@@ -224,20 +239,7 @@ async function invokeComposedChat(
     fetch,
     maxOutputBytes,
   )
-  if (outcome.missingRequired.length > 0)
-    throw missingRequired(outcome.missingRequired, snapshot.variables, values)
-  if (outcome.invalidPlaceholders.length > 0) throw notMessageLists(outcome.invalidPlaceholders)
-  reply.header('x-service-version', String(snapshot.version))
-  return {
-    renderedContent: outcome.renderedContent,
-    variables: values,
-    promptId: snapshot.promptId,
-    versionId: snapshot.versionId,
-    version: snapshot.version,
-    renderedMessages: outcome.renderedMessages,
-    ...(snapshot.config ? { config: snapshot.config } : {}),
-    references: outcome.references,
-  }
+  return chatResult(snapshot, outcome, values, reply)
 }
 
 /** Invoke of any snapshot: composed when it has logic or references, the flat path otherwise. */
