@@ -285,5 +285,6 @@ describe('the dashboard: release safety', () => {
       .toBe(true)
     await shots('release-audit-empty')
     expect(errors.report()).toEqual([])
-  })
+    // About 20 s alone; a full npm test runs it beside eight other test files.
+  }, 120_000)
 })
