@@ -99,7 +99,7 @@ describe('version.published survives a crash of the prompts process', () => {
     expect(
       data<PromptVersion>(await user('GET', `/api/v1/prompts/${prompt._id}/versions/${version._id}`)),
     ).toEqual(version)
-  })
+  }, 90_000)
 
   /** The outbox rows of a prompt's events of one subject (process stopped or not: WAL readers are fine). */
   function outboxRowsOf(subject: string, promptId: string): { msg_id: string; sent_at: string | null }[] {
@@ -363,5 +363,5 @@ describe('version.published survives a crash of the prompts process', () => {
     })
     await drainTap()
     expect(withId(version._id)).toHaveLength(1)
-  })
+  }, 90_000)
 })
