@@ -98,7 +98,7 @@ class RenderLocally(Service):
             calls.append(route.operation)
             return original(route, *args, **kwargs)
 
-        client._transport.call = counting  # type: ignore[method-assign]  # noqa: SLF001
+        setattr(client._transport, "call", counting)  # noqa: B010, SLF001 - a method replaced for counting
         for i in range(300):
             out = client.render_locally(prompt["_id"], {"name": f"user-{i}", "n": i})
             self.assertEqual(out.rendered_content, f"Hello user-{i} #{i}")
@@ -167,7 +167,8 @@ class RenderLocally(Service):
             "Local logic", "{{#if vip}}VIP {{/if}}{{#each items}}{{@index}}={{this.name}};{{else}}none{{/each}}"
         )
         client = self.client()
-        for values in ({"vip": 1, "items": [{"name": "a"}, {"name": 2.0}]}, {"vip": "", "items": []}):
+        cases: List[Dict[str, Any]] = [{"vip": 1, "items": [{"name": "a"}, {"name": 2.0}]}, {"vip": "", "items": []}]
+        for values in cases:
             local = client.render_locally(prompt["_id"], values)
             served = client.invoke(prompt["_id"], values, cache=False)
             self.assertEqual(local.rendered_content, served.rendered_content)
@@ -189,7 +190,7 @@ class RenderLocally(Service):
             calls.append(route.operation)
             return original(route, *args, **kwargs)
 
-        client._transport.call = counting  # type: ignore[method-assign]  # noqa: SLF001
+        setattr(client._transport, "call", counting)  # noqa: B010, SLF001 - a method replaced for counting
         renderable = client.get_renderable(parent["_id"])
         self.assertTrue(renderable.references)
         with self.assertRaises(PromptServiceError) as raised:
