@@ -40,10 +40,15 @@ export interface LocalRenderOptions {
   maxOutputBytes?: number
 }
 
-type Compiled =
+/** A parsed version, with its `{{> slug}}` reference keys (its template's, or each chat message's). */
+type Compiled = (
   | { kind: 'text'; compiled: CompiledTemplate }
   | { kind: 'logic'; logic: LogicTemplate }
   | { kind: 'chat'; chat: CompiledChat }
+) & { references: string[] }
+
+const keysOf = (logics: LogicTemplate[]): string[] =>
+  logics.flatMap((logic) => logic.includes.map((ref) => ref.key))
 
 /** Parsed once per fetched version (the object the cache holds), then reused by every render. */
 const compiledOf = new WeakMap<RenderSource, Compiled>()
@@ -51,16 +56,18 @@ const compiledOf = new WeakMap<RenderSource, Compiled>()
 function compile(source: RenderSource): Compiled {
   let found = compiledOf.get(source)
   if (!found) {
-    if (source.messages) found = { kind: 'chat', chat: compileChat(source.messages) }
-    else {
+    if (source.messages) {
+      const chat = compileChat(source.messages)
+      found = { kind: 'chat', chat, references: keysOf(chatLogic(chat)) }
+    } else {
       // As the render service's snapshot: a template with blocks or references renders through
       // the logic engine; one without (or an old version whose blocks do not parse), flat.
       const compiled = compileTemplate(source.template)
       const logic = compileLogicOrFlat(source.template, compiled)
       found =
         logic.occurrences.length > 0 || logic.nodes.some((n) => n.kind !== 'text' && n.kind !== 'var')
-          ? { kind: 'logic', logic }
-          : { kind: 'text', compiled }
+          ? { kind: 'logic', logic, references: keysOf([logic]) }
+          : { kind: 'text', compiled, references: [] }
     }
     compiledOf.set(source, found)
   }
@@ -73,14 +80,7 @@ function compile(source: RenderSource): Compiled {
  * renderLocally asks the service's invoke for it instead.
  */
 export function hasReferences(source: RenderSource): boolean {
-  return referenceKeys(compile(source)).length > 0
-}
-
-/** The `{{> slug}}` references of a compiled version: its template's, or each chat message's. */
-function referenceKeys(compiled: Compiled): string[] {
-  if (compiled.kind === 'text') return []
-  const logics = compiled.kind === 'logic' ? [compiled.logic] : chatLogic(compiled.chat)
-  return logics.flatMap((logic) => logic.includes.map((ref) => ref.key))
+  return compile(source).references.length > 0
 }
 
 /**
@@ -106,7 +106,7 @@ export function renderLocally(
       if (outcome.missingRequired.length > 0) throw missingRequired(outcome.missingRequired)
       return { renderedContent: outcome.renderedContent }
     }
-    const references = referenceKeys(compiled)
+    const { references } = compiled
     if (references.length > 0) {
       throw new PromptServiceError({
         status: 400,

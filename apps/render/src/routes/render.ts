@@ -288,6 +288,22 @@ function compileLogicOrNull(template: string): ReturnType<typeof compileLogic> {
 }
 
 export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVariant }: RenderDeps): void {
+  /** Invoke's answer for a resolved prompt (by id or by slug): rendered, then counted if split. */
+  const answer = async (
+    s: Served,
+    body: { variables?: Record<string, unknown> },
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ) =>
+    served(
+      await invokeAny(s.snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
+        referenceFetcher(resolver, request),
+      ),
+      s,
+      reply,
+      countVariant,
+    )
+
   route(
     app,
     API_ROUTES.invokePrompt,
@@ -301,14 +317,7 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
         publicOnly: false,
         ...(subject !== undefined ? { subject } : {}),
       })
-      return served(
-        await invokeAny(s.snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
-          referenceFetcher(resolver, request),
-        ),
-        s,
-        reply,
-        countVariant,
-      )
+      return answer(s, body, request, reply)
     },
     { preValidation: noBodyAsObject },
   )
@@ -327,14 +336,7 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
         ...selector(request.query, body),
         ...(subject !== undefined ? { subject } : {}),
       })
-      return served(
-        await invokeAny(s.snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
-          referenceFetcher(resolver, request),
-        ),
-        s,
-        reply,
-        countVariant,
-      )
+      return answer(s, body, request, reply)
     },
     { preValidation: noBodyAsObject },
   )
