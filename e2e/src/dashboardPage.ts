@@ -103,7 +103,7 @@ export async function startService(
 }
 
 /** A page's default timeout, and its console errors, page errors and 4xx/5xx answers watched. */
-export function watch(page: Page, errors: BrowserErrors, timeoutMs = 10_000): void {
+export function watch(page: Page, errors: BrowserErrors, timeoutMs = 20_000): void {
   page.setDefaultTimeout(timeoutMs)
   errors.watch(page)
 }

@@ -246,7 +246,15 @@ describe('the dashboard: release safety', () => {
     await shots('release-prompt-audit')
     await page.getByRole('link', { name: "Open in the organization's log" }).click()
     await page.waitForURL(/\/settings\/audit-log\?resourceId=/)
-    await page.getByLabel('Action').fill('environment.promoted')
+    // The organization's page has replaced the prompt's (its own form, the same nine entries)
+    // before the filter is typed: a field filled in the page being left is lost with it.
+    await expect
+      .poll(() => page.getByRole('heading', { name: 'Audit log', exact: true }).isVisible(), SLOW)
+      .toBe(true)
+    await expect.poll(() => entries.locator('tbody tr').count(), SLOW).toBe(9)
+    const action = page.getByLabel('Action')
+    await action.fill('environment.promoted')
+    await expect.poll(() => action.inputValue(), SLOW).toBe('environment.promoted')
     await page.getByRole('button', { name: 'Apply filters' }).click()
     await page.waitForURL(/action=environment.promoted/)
     await expect.poll(() => entries.locator('tbody tr').count(), SLOW).toBe(5)
