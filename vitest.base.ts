@@ -15,7 +15,7 @@ export default defineConfig({
     // Integration tests run three packages and three e2e files at a time on two cores (npm test):
     // a test that takes 15-20 s alone can pass 30 s there.
     testTimeout: integration ? 90_000 : 30_000,
-    hookTimeout: 60_000,
+    hookTimeout: integration ? 120_000 : 60_000,
     // A longer default bound for vi.waitFor (see the file).
     setupFiles: [fileURLToPath(new URL('./vitest.setup.ts', import.meta.url))],
     reporters: ['default', ['json', { outputFile: `.test-results/${integration ? 'int' : 'unit'}.json` }]],

@@ -63,7 +63,7 @@ export async function startGateway(
   })
   // The readiness probe is exempt from HTTPS; over TLS it is polled by the caller.
   if (opts.scheme !== 'https') {
-    await waitForHttp(`http://127.0.0.1:${port}${opts.readyPath ?? '/health/ready'}`, 30_000, proc)
+    await waitForHttp(`http://127.0.0.1:${port}${opts.readyPath ?? '/health/ready'}`, 90_000, proc)
   }
   return { url: `${opts.scheme ?? 'http'}://127.0.0.1:${port}`, process: proc }
 }

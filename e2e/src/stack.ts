@@ -90,7 +90,7 @@ export async function startStack(
       ...(metricsPorts[name] ? { METRICS_PORT: String(metricsPorts[name]) } : {}),
     })
     processes[name] = proc
-    await waitForHttp(`http://127.0.0.1:${ports[name]}/health/ready`, 30_000, proc)
+    await waitForHttp(`http://127.0.0.1:${ports[name]}/health/ready`, 90_000, proc)
   }
   const stop = async () => {
     await Promise.all(Object.values(processes).map((p) => p.stop()))

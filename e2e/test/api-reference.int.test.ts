@@ -36,7 +36,7 @@ describe('the API reference page in a real browser', () => {
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
     browser = await launchChromium(QUIET)
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB' })
     // Nothing leaves the machine: a request to any other origin is recorded and aborted.

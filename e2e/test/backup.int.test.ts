@@ -107,7 +107,7 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     const port = await freePort()
     base = `http://127.0.0.1:${port}`
     proc = startService(live, port)
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
   }, 60_000)
 
   afterAll(async () => {
@@ -202,7 +202,7 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     const port = await freePort()
     const restoredBase = `http://127.0.0.1:${port}`
     proc = startService(fresh, port)
-    await waitForHttp(`${restoredBase}/health/ready`, 30_000, proc)
+    await waitForHttp(`${restoredBase}/health/ready`, 90_000, proc)
     const s2 = await login(restoredBase)
     expect(s2.organizationId).toBe(s.organizationId)
 

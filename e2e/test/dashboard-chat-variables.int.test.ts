@@ -25,7 +25,7 @@ describe('the chat editor’s variables table', () => {
 
   beforeAll(async () => {
     const dashboardDir = prepareDashboard()
-    service = await startService(dashboardDir, { prefix: 'pm-chat-vars-', readyMs: 30_000 })
+    service = await startService(dashboardDir, { prefix: 'pm-chat-vars-', readyMs: 90_000 })
     base = service.base
     const { token } = await login(base)
     const created = await call<Data<{ _id: string }>>(base, 'POST', '/api/v1/prompts', {

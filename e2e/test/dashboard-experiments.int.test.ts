@@ -45,7 +45,7 @@ describe('datasets and experiments in a real browser', () => {
     fake.delayMs = 40
     service = await startService(dashboardDir, {
       prefix: 'pm-dashboard-exp-',
-      readyMs: 60_000,
+      readyMs: 90_000,
       env: {
         INTERNAL_AUTH_SECRET: secret,
         RUNS_URL: fake.base,

@@ -43,7 +43,7 @@ describe('the dashboard Playground in a real browser', () => {
     fake = await startFakeProvider()
     service = await startService(dashboardDir, {
       prefix: 'pm-playground-',
-      readyMs: 30_000,
+      readyMs: 90_000,
       env: { PROVIDER_ALLOWED_HOSTS: '127.0.0.1' },
     })
     base = service.base

@@ -132,7 +132,7 @@ describe('the docs: every block works as written', () => {
     delete env.PM_TOKEN
     delete env.PM_ORG
     delete env.PM_CONFIG
-    await waitForHttp(`${base}/health/ready`, 60_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
   }, 90_000)
 
   afterAll(async () => {

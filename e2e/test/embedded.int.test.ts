@@ -23,7 +23,7 @@ describe('embedded default: one process, SQLite, in-process events, in-memory li
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
   }, 60_000)
 
   afterAll(async () => {
@@ -50,7 +50,7 @@ describe('embedded default: one process, SQLite, in-process events, in-memory li
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
     const login = await call<{ data: { accessToken: string } }>(base, 'POST', '/api/v1/auth/login', {
       body: { email: ADMIN.email, password: ADMIN.password },
     })

@@ -32,7 +32,7 @@ describe('clearer errors through the gateway', () => {
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
-    await waitForHttp(`${base}/health/ready`, 60_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
     const login = await call<Data<{ accessToken: string; organizationId: string }>>(
       base,
       'POST',

@@ -114,7 +114,7 @@ describe('an experiment survives SIGKILL of the embedded default', () => {
       BOOTSTRAP_ORG_NAME: ADMIN.org,
       ...SETTINGS,
     })
-    await waitForHttp(`${base}/health/ready`, 60_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
   }
 
   beforeAll(async () => {

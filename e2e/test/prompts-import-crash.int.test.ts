@@ -97,6 +97,8 @@ async function crashAndResume(target: Target): Promise<void> {
 
   const restarting = Date.now()
   await target.start()
+  // Bounded from the new process's readiness, not its start: a start takes seconds on a busy machine.
+  const ready = Date.now()
   admin = await login(target.gateway())
   user = caller(target.gateway(), admin.token)
   let done: ImportBatch | undefined
@@ -111,7 +113,7 @@ async function crashAndResume(target: Target): Promise<void> {
   // Resumed by the new process, within seconds: once the dead writer's lease ran out.
   const resumedAt = Date.parse(done?.resumedAt ?? '')
   expect(resumedAt).toBeGreaterThan(restarting)
-  expect(resumedAt - restarting).toBeLessThan(LEASE_MS + 10_000)
+  expect(resumedAt - ready).toBeLessThan(LEASE_MS + 10_000)
 
   // Every row once, whole: name, template, description and tags all from its row.
   const seen = new Set<number>()
@@ -164,7 +166,7 @@ describe('a CSV import survives SIGKILL of the embedded default', () => {
       BOOTSTRAP_ORG_NAME: ADMIN.org,
       ...SLOW,
     })
-    await waitForHttp(`${base}/health/ready`, 30_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
   }
 
   beforeAll(async () => {

@@ -43,7 +43,7 @@ describe('telemetry of a fresh, idle embedded default', () => {
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,
     })
-    await waitForHttp(`${base}/health/ready`, 60_000, proc)
+    await waitForHttp(`${base}/health/ready`, 90_000, proc)
   }, 180_000)
 
   afterAll(async () => {
