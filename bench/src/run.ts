@@ -29,6 +29,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '4' },
     sequential: { type: 'string', default: '200' },
     streams: { type: 'string', default: '200' },
+    'provider-ms': { type: 'string', default: '0' },
     'cpu-prof': { type: 'boolean', default: false },
   },
 })
@@ -37,6 +38,15 @@ const CONCURRENCY = Number(args.concurrency)
 const ROUNDS = Number(args.rounds)
 const SEQUENTIAL = Number(args.sequential)
 const STREAMS = Number(args.streams)
+/**
+ * How long the local provider takes before it answers (its `fake-slow-<ms>` model), the same for
+ * the direct and the through-the-service calls. 0: at once, so that --concurrency calls at once
+ * is as many calls a second as the service can take (the figure is then its queue at saturation).
+ */
+const PROVIDER_MS = Number(args['provider-ms'])
+if (!Number.isInteger(PROVIDER_MS) || PROVIDER_MS < 0 || PROVIDER_MS > 60_000)
+  throw new Error('--provider-ms: a whole number of milliseconds, 0 to 60000')
+const MODEL = PROVIDER_MS > 0 ? `fake-slow-${PROVIDER_MS}` : 'gpt-bench'
 const profDir = join(process.cwd(), 'bench', 'profiles')
 const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []
 
@@ -209,10 +219,10 @@ try {
   const rendered = template.replace('{{text}}', text)
   const runPath = `/api/v1/prompts/${prompt.data._id}/run`
   const runBody = (stream: boolean) =>
-    JSON.stringify({ connectionId: conn.data._id, variables: { text }, stream })
+    JSON.stringify({ connectionId: conn.data._id, variables: { text }, stream, model: MODEL })
   const directBody = (stream: boolean) =>
     JSON.stringify({
-      model: 'gpt-bench',
+      model: MODEL,
       temperature: 0.2,
       max_tokens: 200,
       messages: [{ role: 'user', content: rendered }],

@@ -4,6 +4,7 @@ import { MemoryBus } from '@pm/bus'
 import { buildApp as buildGateway, loadGatewayConfig } from '@pm/gateway'
 import { buildApp as buildIdentity, loadIdentityConfig } from '@pm/identity'
 import {
+  inProcess,
   loadOperatingSettings,
   type MetricsServer,
   metricsFor,
@@ -78,11 +79,13 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     const webhooks = await buildWebhooks({ config: loadWebhooksConfig(internal), bus, metrics, tracing })
     started.push(webhooks)
     const webhooksUrl = await listenLoopback(webhooks)
-    // Runs renders through render's own routes; its keys are sealed with DATA_DIR/secret.key.
+    // Runs renders through render's own routes, here in process (no HTTP exchange: a run's
+    // added latency, DESIGN section 13); its keys are sealed with DATA_DIR/secret.key.
     const runs = await buildRuns({
       config: loadRunsConfig({ ...internal, RENDER_URL: renderUrl, PROMPTS_URL: promptsUrl }),
       metrics,
       tracing,
+      inProcess: { render: inProcess(render), prompts: inProcess(prompts) },
     })
     started.push(runs)
     const runsUrl = await listenLoopback(runs)

@@ -3,6 +3,7 @@ import {
   connectMongo,
   createService,
   type HostLookup,
+  type InternalTarget,
   loadSecretBox,
   type Metrics,
   type Service,
@@ -36,6 +37,11 @@ export interface RunsAppOptions {
   metrics?: Metrics
   /** This process's tracing (OTEL_EXPORTER_OTLP_ENDPOINT); none: nothing traced. */
   tracing?: Tracing
+  /**
+   * Render and prompts as services of this process (the embedded default), called without an
+   * HTTP exchange; by default they are called at RENDER_URL and PROMPTS_URL.
+   */
+  inProcess?: { render: InternalTarget; prompts: InternalTarget }
 }
 
 export async function openRunStore(config: RunsConfig): Promise<RunStore> {
@@ -66,7 +72,10 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
     ...(tracing ? { tracing } : {}),
   })
   const egress = new Egress(config.PROVIDER_ALLOWED_HOSTS, config.RUN_CONNECT_TIMEOUT_MS, opts.lookup)
-  const render = new RenderClient(config.RENDER_URL, config.PROMPTS_URL)
+  const render = new RenderClient(
+    opts.inProcess?.render ?? config.RENDER_URL,
+    opts.inProcess?.prompts ?? config.PROMPTS_URL,
+  )
   const connections = new Connections({
     store,
     secrets,

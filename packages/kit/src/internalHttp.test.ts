@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net'
 import { AppError } from '@pm/contracts'
 import { Pool } from 'undici'
 import { afterEach, describe, expect, it } from 'vitest'
-import { callInternal, closePool, InternalTimeoutError, internalPath } from './internalHttp.ts'
+import Fastify from 'fastify'
+import { callInternal, closePool, InternalTimeoutError, inProcess, internalPath } from './internalHttp.ts'
 
 describe('internal calls', () => {
   let server: Server | undefined
@@ -81,5 +82,41 @@ describe('internal calls', () => {
       statusCode: 204,
       body: null,
     })
+  })
+
+  it('calls a service of this process through its routes and hooks, with no socket', async () => {
+    const app = Fastify()
+    const seen: { url: string; header: unknown; body: unknown }[] = []
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.headers['x-signed'] !== 'yes') return reply.code(401).send({ error: { code: 'UNAUTHORIZED' } })
+    })
+    app.post('/api/v1/prompts/:id/invoke', async (req) => {
+      seen.push({ url: req.url, header: req.headers['x-request-id'], body: req.body })
+      return { renderedContent: 'hi', id: (req.params as { id: string }).id }
+    })
+    try {
+      const target = inProcess(app)
+      const path = internalPath('api', 'v1', 'prompts', 'a/b', 'invoke')
+      const call = (headers: Record<string, string>) =>
+        callInternal(target, {
+          method: 'POST',
+          path,
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ variables: { x: 1 } }),
+          timeoutMs: 1_000,
+        })
+      expect(await call({ 'x-signed': 'yes', 'x-request-id': 'r1' })).toEqual({
+        statusCode: 200,
+        body: { renderedContent: 'hi', id: 'a/b' },
+      })
+      expect(seen).toEqual([
+        { url: '/api/v1/prompts/a%2Fb/invoke', header: 'r1', body: { variables: { x: 1 } } },
+      ])
+      // The service's own hooks answer as they would over HTTP.
+      expect(await call({})).toEqual({ statusCode: 401, body: { error: { code: 'UNAUTHORIZED' } } })
+      expect(app.server.listening).toBe(false)
+    } finally {
+      await app.close()
+    }
   })
 })

@@ -1,5 +1,6 @@
 import { AppError } from '@pm/contracts'
-import type { Dispatcher, Pool } from 'undici'
+import type { FastifyInstance } from 'fastify'
+import type { Pool } from 'undici'
 
 /**
  * Calls from one of our processes to another's internal routes, made so that a failed call can
@@ -36,6 +37,41 @@ export interface InternalAnswer {
   body: unknown
 }
 
+/**
+ * Where an internal call goes: an undici Pool (another process, or this one over loopback), or
+ * a service of this very process (`inProcess`), which answers the same routes, hooks and
+ * checks without an HTTP exchange.
+ */
+export interface InternalTarget {
+  request(options: {
+    method: 'GET' | 'POST'
+    path: string
+    headers: Record<string, string>
+    body?: string | undefined
+    signal: AbortSignal
+  }): Promise<{ statusCode: number; body: { text(): Promise<string>; destroy(): unknown } }>
+}
+
+/**
+ * A service of this process as an internal call's target (the embedded default): Fastify's
+ * `inject` runs the request through the service's own routing, hooks (the signed caller context
+ * checked as ever), validation and handler, without a socket, an HTTP parser or a client pool
+ * on either side. Only for answers read whole (JSON), never for streams.
+ */
+export function inProcess(app: FastifyInstance): InternalTarget {
+  return {
+    async request({ method, path, headers, body }) {
+      const res = await app.inject({
+        method,
+        url: path,
+        headers,
+        ...(body !== undefined ? { payload: body } : {}),
+      })
+      return { statusCode: res.statusCode, body: { text: async () => res.body, destroy: () => {} } }
+    },
+  }
+}
+
 /** Thrown when the call did not finish within its deadline. */
 export class InternalTimeoutError extends Error {
   constructor() {
@@ -48,7 +84,7 @@ export class InternalTimeoutError extends Error {
  * Makes one call and reads its JSON answer. Network failures reject with the undici error;
  * a call past its deadline rejects with InternalTimeoutError.
  */
-export async function callInternal(pool: Pool, call: InternalCall): Promise<InternalAnswer> {
+export async function callInternal(pool: InternalTarget, call: InternalCall): Promise<InternalAnswer> {
   if (!SAFE_PATH.test(call.path)) {
     // Never reaches undici (see above). A bug of ours, not the client's: callers validate first.
     throw new AppError('VALIDATION_ERROR', 'invalid identifier in request')
@@ -62,7 +98,7 @@ export async function callInternal(pool: Pool, call: InternalCall): Promise<Inte
     }, call.timeoutMs)
   })
   const work = (async (): Promise<InternalAnswer> => {
-    const res: Dispatcher.ResponseData = await pool.request({
+    const res = await pool.request({
       method: call.method,
       path: call.path,
       headers: call.headers,

@@ -78,6 +78,7 @@ export interface ProcessSettings extends TracingSettings {
   HOST: string
   PORT: number
   METRICS_PORT?: number | undefined
+  SHUTDOWN_TIMEOUT_MS?: number | undefined
 }
 
 /**
@@ -105,6 +106,7 @@ export function runService<C extends ProcessSettings>(
       metrics,
       metricsPort: config.METRICS_PORT,
       tracing,
+      ...(config.SHUTDOWN_TIMEOUT_MS !== undefined ? { shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS } : {}),
     })
   })
 }
@@ -112,6 +114,7 @@ export function runService<C extends ProcessSettings>(
 /** METRICS_PORT, HOST and the OTEL settings alone, for a launcher that runs several services (the embedded default). */
 export function loadOperatingSettings(env?: Record<string, string | undefined>): {
   METRICS_PORT?: number | undefined
+  SHUTDOWN_TIMEOUT_MS: number
   HOST: string
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
   OTEL_SERVICE_NAME?: string | undefined
@@ -121,6 +124,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
   return loadConfig(
     Type.Object({
       METRICS_PORT: commonSettings.METRICS_PORT,
+      SHUTDOWN_TIMEOUT_MS: commonSettings.SHUTDOWN_TIMEOUT_MS,
       HOST: commonSettings.HOST,
       OTEL_EXPORTER_OTLP_ENDPOINT: commonSettings.OTEL_EXPORTER_OTLP_ENDPOINT,
       OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,

@@ -252,6 +252,20 @@ export function createService(opts: ServiceOptions): Service {
     })
   }
 
+  // On close, Fastify closes the connections idle at that moment; one whose request is still in
+  // flight stays open after its answer (keep-alive: the gateway's pools, a browser) and holds the
+  // close until the process's shutdown deadline cuts it (exit 1). Each is closed once it is idle.
+  let idleCloser: NodeJS.Timeout | undefined
+  app.addHook('preClose', (done) => {
+    idleCloser = setInterval(() => app.server.closeIdleConnections(), 100)
+    idleCloser.unref()
+    done()
+  })
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(idleCloser)
+    done()
+  })
+
   if (stdout) {
     // The last lines (a crash's included) still reach the output when the process exits.
     const flush = () => stdout.flushSync()

@@ -23,6 +23,12 @@ export const commonSettings = {
   HOST: Type.String({ default: '0.0.0.0' }),
   /** Serves Prometheus metrics at GET /metrics on this port (never the API's); off when unset. */
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+  /**
+   * After SIGTERM, how long the requests in flight may finish before the process exits anyway.
+   * A streamed run lasts up to RUN_TIMEOUT_MS: the runs service and the gateway in front of it
+   * need longer than the default (infra/: 135 s, with a grace period to match).
+   */
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 10_000 }),
   /** OTLP/HTTP collector (e.g. http://otel-collector:4318): traces are sent to <it>/v1/traces; off when unset. */
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://' })),
   /** service.name of the traces (default: the service's own name; the embedded default: prompt-service). */

@@ -7,7 +7,7 @@ import {
   type PromptConfig,
   type RenderedMessage,
 } from '@pm/contracts'
-import { InternalTimeoutError, callInternal, closePool, internalPath } from '@pm/kit'
+import { InternalTimeoutError, type InternalTarget, callInternal, closePool, internalPath } from '@pm/kit'
 import { Pool } from 'undici'
 
 /** What a run renders: as invoke (published) or inject (draft) answered it. */
@@ -38,12 +38,22 @@ const RENDER_TIMEOUT_MS = 10_000
  * whatever render learns later (template references, ...). Nothing of rendering is repeated here.
  */
 export class RenderClient {
-  private readonly renderPool: Pool
-  private readonly promptsPool: Pool
+  private readonly renderPool: InternalTarget
+  private readonly promptsPool: InternalTarget
+  /** The pools made here (closed with this client); a service of this process is not. */
+  private readonly own: Pool[] = []
 
-  constructor(renderUrl: string, promptsUrl: string) {
-    this.renderPool = new Pool(renderUrl, { connections: 64, keepAliveTimeout: 30_000 })
-    this.promptsPool = new Pool(promptsUrl, { connections: 16, keepAliveTimeout: 30_000 })
+  /** Each target a base URL, or a service of this process (`inProcess`, the embedded default). */
+  constructor(render: string | InternalTarget, prompts: string | InternalTarget) {
+    this.renderPool = this.target(render, 64)
+    this.promptsPool = this.target(prompts, 16)
+  }
+
+  private target(to: string | InternalTarget, connections: number): InternalTarget {
+    if (typeof to !== 'string') return to
+    const pool = new Pool(to, { connections, keepAliveTimeout: 30_000 })
+    this.own.push(pool)
+    return pool
   }
 
   async render(
@@ -112,7 +122,7 @@ export class RenderClient {
   }
 
   private async call(
-    pool: Pool,
+    pool: InternalTarget,
     caller: Caller,
     method: 'GET' | 'POST',
     path: string,
@@ -150,6 +160,6 @@ export class RenderClient {
   }
 
   async close(): Promise<void> {
-    await Promise.all([closePool(this.renderPool), closePool(this.promptsPool)])
+    await Promise.all(this.own.map((pool) => closePool(pool)))
   }
 }
