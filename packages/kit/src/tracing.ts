@@ -41,7 +41,8 @@ declare module 'fastify' {
  * A server span per request, continuing the caller's `traceparent`; the rest of the request
  * (hooks, handler, store calls, outgoing calls) runs with it as the current span. Body parsing
  * runs from socket events, outside that context, so it is entered again before validation and
- * before the handlers.
+ * before the handlers (a span's `run` enters only where its context is not already the current
+ * one: a request without a body, or a handler called back by validation, pays a look-up).
  */
 export function traceRequests(
   app: FastifyInstance,
