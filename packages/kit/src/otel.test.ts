@@ -1,6 +1,11 @@
 import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
-import { InMemorySpanExporter, SamplingDecision } from '@opentelemetry/sdk-trace'
-import { describe, expect, it } from 'vitest'
+import {
+  InMemorySpanExporter,
+  SamplingDecision,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from '@opentelemetry/sdk-trace'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { createOtelTracing, samplerFor } from './otel.ts'
 import { type Tracing, traceMethods } from './tracing.ts'
 
@@ -144,5 +149,155 @@ describe('a trace the sampler drops costs no span work', () => {
     })
     root.end()
     expect((await names(tracing, exporter)).sort()).toEqual(['root', 'store.get', 'store.sync'])
+  })
+})
+
+/** Counts the SDK's startSpan calls of every tracer made while it is installed. */
+function countSdkSpans() {
+  const counter = { started: 0 }
+  const getTracer = TracerProvider.prototype.getTracer
+  const spy = vi.spyOn(TracerProvider.prototype, 'getTracer').mockImplementation(function (
+    this: TracerProvider,
+    ...args: Parameters<TracerProvider['getTracer']>
+  ) {
+    const tracer = getTracer.apply(this, args)
+    const startSpan = tracer.startSpan.bind(tracer)
+    tracer.startSpan = (...a: Parameters<typeof startSpan>) => {
+      counter.started++
+      return startSpan(...a)
+    }
+    return tracer
+  })
+  return { counter, restore: () => spy.mockRestore() }
+}
+
+describe('a dropped server span is decided without the SDK', () => {
+  const traceIdOf = (traceparent: string | undefined) => traceparent?.split('-')[1] ?? ''
+  const flagsOf = (traceparent: string | undefined) => traceparent?.split('-')[3]
+  let sdk: ReturnType<typeof countSdkSpans>
+  beforeEach(() => {
+    sdk = countSdkSpans()
+  })
+  afterEach(() => sdk.restore())
+  const tracingWith = (sampler: Parameters<typeof samplerFor>[0], ratio: number) => {
+    const exporter = new KeepingExporter()
+    return {
+      exporter,
+      tracing: createOtelTracing({
+        endpoint: 'http://127.0.0.1:9',
+        serviceName: 'test',
+        sampler,
+        ratio,
+        exporter,
+      }),
+    }
+  }
+
+  it('a root the ratio drops: no SDK span; its trace id goes downstream with flags 00; a store call in it starts nothing', async () => {
+    const { exporter, tracing } = tracingWith('parentbased_traceidratio', 0)
+    const store = traceMethods({ get: async () => 42 }, tracing, 'store')
+    const root = tracing.start('GET /x', { kind: 'server', parent: {} })
+    expect(root.recording).toBe(false)
+    const own = root.headers().traceparent
+    expect(own).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+    const inside = await root.run(async () => {
+      const outgoing = tracing.headers().traceparent
+      expect(await store.get()).toBe(42)
+      return {
+        outgoing,
+        child: tracing.start('gateway.proxy render', { kind: 'client' }).headers().traceparent,
+      }
+    })
+    expect(inside.outgoing).toBe(own)
+    expect(inside.child).toBe(own)
+    // The next service, under a parent-based sampler, drops it too, in the same trace.
+    const next = tracingWith('parentbased_traceidratio', 1)
+    const downstream = next.tracing.start('POST /render', { kind: 'server', parent: { traceparent: own } })
+    expect(downstream.recording).toBe(false)
+    expect(traceIdOf(downstream.headers().traceparent)).toBe(traceIdOf(own))
+    expect(flagsOf(downstream.headers().traceparent)).toBe('00')
+    expect(downstream.headers().traceparent).not.toBe(own) // a span id of its own
+    expect(sdk.counter.started).toBe(0)
+    await next.tracing.shutdown()
+    await tracing.shutdown()
+    expect(exporter.getFinishedSpans()).toEqual([])
+  })
+
+  it('a caller’s unsampled traceparent: no SDK span, its tracestate goes on', async () => {
+    const { tracing } = tracingWith('parentbased_always_on', 1)
+    const parent = { traceparent: `00-${TRACE_LOW}-00000000000000aa-00`, tracestate: 'vendor=x' }
+    const span = tracing.start('POST /render', { kind: 'server', parent })
+    expect(span.recording).toBe(false)
+    const headers = span.run(() => tracing.headers())
+    expect(headers.traceparent).toMatch(new RegExp(`^00-${TRACE_LOW}-(?!00000000000000aa)[0-9a-f]{16}-00$`))
+    expect(headers.tracestate).toBe('vendor=x')
+    expect(sdk.counter.started).toBe(0)
+    await tracing.shutdown()
+  })
+
+  it('a root the ratio samples is recorded by the SDK, in the trace id decided on, as a root', async () => {
+    const { exporter, tracing } = tracingWith('parentbased_traceidratio', 1)
+    const root = tracing.start('GET /x', { kind: 'server', parent: {} })
+    expect(root.recording).toBe(true)
+    const traceparent = root.headers().traceparent
+    expect(flagsOf(traceparent)).toBe('01')
+    const child = root.run(() => tracing.start('store.get'))
+    child.end()
+    root.end()
+    expect(sdk.counter.started).toBe(2)
+    // Another root gets another trace id (the one decided on is used once).
+    const other = tracing.start('GET /y', { kind: 'server', parent: {} })
+    other.end()
+    await tracing.shutdown()
+    const spans = exporter.getFinishedSpans()
+    const recorded = spans.find((s) => s.name === 'GET /x')
+    expect(recorded?.spanContext().traceId).toBe(traceIdOf(traceparent))
+    expect(recorded?.parentSpanContext).toBeUndefined()
+    expect(recorded?.kind).toBe(SpanKind.SERVER)
+    expect(spans.find((s) => s.name === 'store.get')?.parentSpanContext?.spanId).toBe(
+      recorded?.spanContext().spanId,
+    )
+    expect(spans.find((s) => s.name === 'GET /y')?.spanContext().traceId).not.toBe(traceIdOf(traceparent))
+  })
+
+  it('the ratio decision is the SDK sampler’s for the root’s trace id (many random ids)', async () => {
+    const ratio = 0.3
+    const { exporter, tracing } = tracingWith('parentbased_traceidratio', ratio)
+    const reference = new TraceIdRatioBasedSampler(ratio)
+    const kept: string[] = []
+    const n = 4000
+    for (let i = 0; i < n; i++) {
+      const root = tracing.start('GET /x', { kind: 'server', parent: {} })
+      const traceId = traceIdOf(root.headers().traceparent)
+      const sdkSays =
+        reference.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED
+      expect(root.recording, traceId).toBe(sdkSays)
+      expect(flagsOf(root.headers().traceparent)).toBe(sdkSays ? '01' : '00')
+      if (root.recording) kept.push(traceId)
+      root.end()
+    }
+    // About the ratio's share (binomial: ±4.5 standard deviations at n = 4000), ...
+    expect(Math.abs(kept.length / n - ratio)).toBeLessThan(0.033)
+    // ... and only the SDK's spans for those, in those traces.
+    expect(sdk.counter.started).toBe(kept.length)
+    await tracing.shutdown()
+    expect(exporter.getFinishedSpans().map((s) => s.spanContext().traceId)).toEqual(kept)
+  })
+
+  it('traceidratio (not parent-based) decides a caller’s trace by its id, flags aside', async () => {
+    const { tracing } = tracingWith('traceidratio', 0.1)
+    const low = tracing.start('a', {
+      kind: 'server',
+      parent: { traceparent: `00-${TRACE_LOW}-00000000000000aa-00` },
+    })
+    const high = tracing.start('b', {
+      kind: 'server',
+      parent: { traceparent: `00-${TRACE_HIGH}-00000000000000aa-01` },
+    })
+    expect(low.recording).toBe(true)
+    expect(high.recording).toBe(false)
+    expect(sdk.counter.started).toBe(1)
+    low.end()
+    await tracing.shutdown()
   })
 })

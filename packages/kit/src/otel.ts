@@ -3,20 +3,24 @@ import {
   defaultTextMapGetter,
   defaultTextMapSetter,
   ROOT_CONTEXT,
+  SamplingDecision,
+  type SpanContext,
   SpanKind as OtelKind,
   SpanStatusCode,
   TraceFlags,
   trace,
 } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
-import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import { isTracingSuppressed, W3CTraceContextPropagator } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BatchSpanProcessor,
+  type IdGenerator,
   ParentBasedSampler,
+  RandomIdGenerator,
   type Sampler,
   type SpanExporter,
   TraceIdRatioBasedSampler,
@@ -66,9 +70,26 @@ export function createOtelTracing(opts: {
 }): Tracing {
   const exporter =
     opts.exporter ?? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
+  const sampler = samplerFor(opts.sampler, opts.ratio)
+  const ids = new RandomIdGenerator()
+  /**
+   * The trace id `start` drew and sampled for a root span it then asks the SDK to start: the
+   * SDK's next trace id (startSpan draws it synchronously, once, for a span without a valid
+   * parent), so the span it records is in the trace the decision was made on.
+   */
+  let nextTraceId: string | undefined
+  const idGenerator: IdGenerator = {
+    generateTraceId: () => {
+      const id = nextTraceId ?? ids.generateTraceId()
+      nextTraceId = undefined
+      return id
+    },
+    generateSpanId: () => ids.generateSpanId(),
+  }
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
-    sampler: samplerFor(opts.sampler, opts.ratio),
+    sampler,
+    idGenerator,
     // Exported within a second: a trace is in the backend while the request is still in mind.
     spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })],
   })
@@ -84,6 +105,14 @@ export function createOtelTracing(opts: {
   }
 
   /**
+   * `fn` with `ctx` as the current context. A request's span is run from several of its hooks
+   * (tracing.ts, traceRequests); from those that already run in it (a hook called back
+   * synchronously by the one before), entering it again would change nothing and is skipped.
+   */
+  const enter = <T>(ctx: Context, fn: () => T): T =>
+    contexts.active() === ctx ? fn() : contexts.with(ctx, fn)
+
+  /**
    * Every span of a trace this process does not record, once its root was dropped: no span is
    * started, no context entered, nothing recorded. The current context already holds the dropped
    * root, so children get this handle too and outgoing headers carry its traceparent (flags 00),
@@ -96,6 +125,13 @@ export function createOtelTracing(opts: {
     update: () => {},
     end: () => {},
   }
+
+  /** The root of a dropped trace: entered (its children and outgoing headers must see it), never recorded. */
+  const droppedRoot = (ctx: Context): SpanHandle => ({
+    ...dropped,
+    run: (fn) => enter(ctx, fn),
+    headers: () => headersOf(ctx),
+  })
 
   const start = (name: string, o: SpanOptions = {}): SpanHandle => {
     let parent: Context
@@ -113,20 +149,45 @@ export function createOtelTracing(opts: {
       const current = trace.getSpan(parent)?.spanContext()
       if (current && !current.isRemote && (current.traceFlags & TraceFlags.SAMPLED) === 0) return dropped
     }
+    const kind = KINDS[o.kind ?? 'internal']
+    // The sampler asked here, before the SDK: every request's server span is a root (gateway) or
+    // has a remote parent (the services behind it), and the SDK's startSpan of one it then drops
+    // (attributes cleaned, ids drawn, a non-recording span made) was most of what tracing cost
+    // at ratio 0.1. Same sampler, same inputs (its decision depends on the parent and the trace
+    // id alone), so the same decision; a dropped span is what the SDK would have made of it: a
+    // new span id in the parent's trace (or a new one), flags 00, the parent's tracestate.
+    // Suppressed tracing (never set here) is left to the SDK.
+    if (!isTracingSuppressed(parent)) {
+      const parentContext = trace.getSpanContext(parent)
+      const continues = parentContext !== undefined && trace.isSpanContextValid(parentContext)
+      const traceId = continues ? parentContext.traceId : ids.generateTraceId()
+      const decision = sampler.shouldSample(parent, traceId, name, kind, o.attributes ?? {}, [])
+      if (decision.decision === SamplingDecision.NOT_RECORD) {
+        const traceState = decision.traceState ?? (continues ? parentContext.traceState : undefined)
+        const spanContext: SpanContext = {
+          traceId,
+          spanId: ids.generateSpanId(),
+          traceFlags: TraceFlags.NONE,
+          ...(traceState ? { traceState } : {}),
+        }
+        return droppedRoot(trace.setSpan(parent, trace.wrapSpanContext(spanContext)))
+      }
+      // Sampled: the SDK starts the span, in the trace decided on (it asks the sampler again,
+      // which answers the same).
+      if (!continues) nextTraceId = traceId
+    }
     const span = tracer.startSpan(
       name,
-      { kind: KINDS[o.kind ?? 'internal'], ...(o.attributes ? { attributes: o.attributes } : {}) },
+      { kind, ...(o.attributes ? { attributes: o.attributes } : {}) },
       parent,
     )
+    nextTraceId = undefined
     const ctx = trace.setSpan(parent, span)
-    if (!span.isRecording()) {
-      // The root of a dropped trace: entered (its children and outgoing headers must see it), never recorded.
-      return { ...dropped, run: (fn) => contexts.with(ctx, fn), headers: () => headersOf(ctx) }
-    }
+    if (!span.isRecording()) return droppedRoot(ctx)
     let ended = false
     return {
       recording: true,
-      run: (fn) => contexts.with(ctx, fn),
+      run: (fn) => enter(ctx, fn),
       headers: () => headersOf(ctx),
       update: (newName, attributes) => {
         if (newName) span.updateName(newName)
