@@ -1,11 +1,13 @@
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
+import { FileTimes } from './vitest.fileTimes.ts'
 
 const integration = process.env.VITEST_INT === '1'
 
 // Shared by every package's vitest.config.ts. Workspace packages export their TypeScript
 // sources under the "source" condition; tests resolve them directly, without a build.
-// Each run also writes a JSON report that scripts/test-summary.mjs adds up.
+// Each run also writes a JSON report and each file's time (hooks included) that
+// scripts/test-summary.mjs adds up.
 export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
@@ -18,6 +20,10 @@ export default defineConfig({
     hookTimeout: integration ? 120_000 : 60_000,
     // A longer default bound for vi.waitFor (see the file).
     setupFiles: [fileURLToPath(new URL('./vitest.setup.ts', import.meta.url))],
-    reporters: ['default', ['json', { outputFile: `.test-results/${integration ? 'int' : 'unit'}.json` }]],
+    reporters: [
+      'default',
+      ['json', { outputFile: `.test-results/${integration ? 'int' : 'unit'}.json` }],
+      new FileTimes(`.test-results/${integration ? 'int' : 'unit'}.files.json`),
+    ],
   },
 })

@@ -1,6 +1,7 @@
 // Adds up the JSON reports the vitest runs wrote (<package>/.test-results/*.json) and prints
-// the slowest test files (top 10, with seconds), the total time of `npm test` (PM_TEST_STARTED,
-// set by scripts/run.sh) and one closing line: "Tests: N passed, N failed, N skipped".
+// the slowest test files (top 10, with seconds, hooks and import included: vitest.fileTimes.ts),
+// the total time of `npm test` (PM_TEST_STARTED, set by scripts/run.sh) and one closing line:
+// "Tests: N passed, N failed, N skipped".
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 
@@ -17,18 +18,26 @@ for (const group of ['apps', 'packages', 'clients', 'infra', '.']) {
     const results = join(root, dir, '.test-results')
     if (!existsSync(results)) continue
     for (const file of readdirSync(results)) {
-      if (!file.endsWith('.json')) continue
+      if (!file.endsWith('.json') || file.endsWith('.files.json')) continue
       const report = JSON.parse(readFileSync(join(results, file), 'utf8'))
+      const kind = file.replace(/\.json$/, '')
+      // Each file's time with its hooks (vitest.fileTimes.ts); the JSON report's counts only
+      // its tests, the fallback for a report written without it.
+      const timesFile = join(results, `${kind}.files.json`)
+      const times = existsSync(timesFile)
+        ? new Map(JSON.parse(readFileSync(timesFile, 'utf8')).map((f) => [f.name, f.seconds]))
+        : new Map()
       passed += report.numPassedTests ?? 0
       failed += report.numFailedTests ?? 0
       skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0)
       for (const result of report.testResults ?? []) {
-        if (typeof result.startTime !== 'number' || typeof result.endTime !== 'number') continue
-        files.push({
-          name: relative(root, result.name),
-          kind: file.replace(/\.json$/, ''),
-          seconds: (result.endTime - result.startTime) / 1000,
-        })
+        const seconds =
+          times.get(result.name) ??
+          (typeof result.startTime === 'number' && typeof result.endTime === 'number'
+            ? (result.endTime - result.startTime) / 1000
+            : undefined)
+        if (seconds === undefined) continue
+        files.push({ name: relative(root, result.name), kind, seconds })
       }
     }
   }

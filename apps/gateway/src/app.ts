@@ -111,6 +111,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     identityUrl: config.IDENTITY_URL,
     issuer: config.JWT_ISSUER,
     audience: config.JWT_AUDIENCE,
+    clockToleranceSeconds: config.JWT_CLOCK_TOLERANCE_SECONDS,
     keyCacheTtlMs: config.API_KEY_CACHE_TTL_MS,
     membershipCacheTtlMs: config.MEMBERSHIP_CACHE_TTL_MS,
   })

@@ -12,6 +12,8 @@ export interface AuthenticatorOptions {
   identityUrl: string
   issuer: string
   audience: string
+  /** Seconds of clock skew allowed past a token's `exp` (JWT_CLOCK_TOLERANCE_SECONDS). */
+  clockToleranceSeconds: number
   keyCacheTtlMs: number
   membershipCacheTtlMs: number
 }
@@ -98,7 +100,7 @@ export class Authenticator {
         issuer: this.opts.issuer,
         audience: this.opts.audience,
         algorithms: ['ES256'],
-        clockTolerance: 30,
+        clockTolerance: this.opts.clockToleranceSeconds,
         requiredClaims: ['sub', 'exp', 'iat'],
       })
       if (!isId(payload.sub)) throw new Error('bad subject')

@@ -26,6 +26,12 @@ export const GatewayConfigSchema = Type.Object({
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   JWT_ISSUER: Type.String({ default: 'prompt-service' }),
   JWT_AUDIENCE: Type.String({ default: 'prompt-service-api' }),
+  /**
+   * How far past its `exp` (and before its `iat`) an access token is still accepted: clocks of
+   * the gateway and identity machines may disagree by this much. 0 only where both run on one
+   * clock (a test of expiry waits for the token's lifetime plus this).
+   */
+  JWT_CLOCK_TOLERANCE_SECONDS: Type.Integer({ minimum: 0, maximum: 300, default: 30 }),
   /** Plain HTTP is refused unless this is false; defaults to true in production. */
   REQUIRE_HTTPS: Type.Optional(Type.Boolean()),
   TLS_CERT_FILE: Type.Optional(Type.String()),

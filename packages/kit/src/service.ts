@@ -8,6 +8,7 @@ import {
   type ErrorCode,
   isErrorCode,
 } from '@pm/contracts'
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, {
   LogController,
@@ -210,6 +211,33 @@ export function toErrorResponse(
   return { status: 500, body: errorBody('INTERNAL_ERROR', 'internal error', requestId) }
 }
 
+type Serializer = (doc: unknown) => string
+const compileSerializers = SerializerSelector()
+/** Response serializers by the shared schemas they were compiled with, then by response schema. */
+const serializers = new Map<string, Map<string, Serializer>>()
+
+/**
+ * Fastify's own response serializers (fast-json-stringify), compiled once per process for each
+ * response schema rather than once per route of each instance: compiling them was about two
+ * thirds of building a service, paid again by every instance a process builds (the embedded
+ * default's five services share the contract schemas; a unit test builds one per test). A
+ * serializer depends only on its schema and the shared schemas (the key); both are JSON.
+ */
+function buildSerializer(externalSchemas?: unknown, options?: object) {
+  const compile = compileSerializers(externalSchemas, options)
+  const key = JSON.stringify({ externalSchemas, options })
+  const cache = serializers.get(key) ?? new Map<string, Serializer>()
+  serializers.set(key, cache)
+  return (route: Parameters<typeof compile>[0]): Serializer => {
+    const schemaKey = JSON.stringify(route.schema)
+    const known = cache.get(schemaKey)
+    if (known) return known
+    const serializer = compile(route)
+    cache.set(schemaKey, serializer)
+    return serializer
+  }
+}
+
 /**
  * A Fastify instance with the conventions every service shares: JSON logs with the
  * request id, the error shape, the 404 shape, health routes, the contract schemas, and the
@@ -231,6 +259,7 @@ export function createService(opts: ServiceOptions): Service {
       customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false },
     },
     return503OnClosing: true,
+    schemaController: { compilersFactory: { buildSerializer } },
     ...(opts.https ? { https: opts.https } : {}),
     ...(opts.trustProxy ? { trustProxy: opts.trustProxy } : {}),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as Service

@@ -29,7 +29,10 @@ describe('the OpenAPI document for readers and generators', () => {
   })
 
   it('gives every operation a request example (when it takes a body) and a response example for each JSON answer, each valid against its schema', () => {
-    const ajv = new Ajv2020({ strict: false, allErrors: true })
+    // inlineRefs: false compiles each referenced schema once, as its own function, instead of
+    // copying it into every schema that refers to it: the same checks, about 1.5 s instead of
+    // 6 s for the 843 examples (the shared components are referred to hundreds of times).
+    const ajv = new Ajv2020({ strict: false, allErrors: true, inlineRefs: false })
     addFormats(ajv)
     ajv.addSchema({ ...doc, $id: DOC_ID } as unknown as object)
     let checked = 0
@@ -67,7 +70,8 @@ describe('the OpenAPI document for readers and generators', () => {
     expect(invoke?.requestBody?.content['application/json']?.example).toMatchObject({
       variables: { name: 'Ada', place: 'London' },
     })
-    // Over 300 schema compilations: 40 s when CI's two cores also run the other packages' tests.
+    // Over 300 schema compilations: 40 s when CI's two cores also ran the other packages' tests
+    // with referenced schemas inlined.
   }, 180_000)
 
   it("passes Redocly's recommended lint (redocly.yaml) with no error and no warning", async () => {

@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto'
+import type { AddressInfo } from 'node:net'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { exportJWK, generateKeyPair, SignJWT } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Authenticator } from '../src/auth.ts'
+import { loadGatewayConfig } from '../src/config.ts'
+import { IdentityClient } from '../src/identityClient.ts'
+
+const KID = 'test-key'
+const USER = 'c3'.repeat(12)
+
+describe('JWT_CLOCK_TOLERANCE_SECONDS: how long past its expiry an access token is accepted', () => {
+  let jwks: FastifyInstance
+  let identityUrl: string
+  /** A token whose `exp` passed `agoSeconds` ago. */
+  let expiredToken: (agoSeconds: number) => Promise<string>
+
+  beforeAll(async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256')
+    const jwk = await exportJWK(publicKey)
+    jwks = Fastify()
+    jwks.get('/.well-known/jwks.json', async () => ({
+      keys: [{ ...jwk, kid: KID, alg: 'ES256', use: 'sig' }],
+    }))
+    await jwks.listen({ port: 0, host: '127.0.0.1' })
+    identityUrl = `http://127.0.0.1:${(jwks.server.address() as AddressInfo).port}`
+    expiredToken = (agoSeconds) => {
+      const now = Math.floor(Date.now() / 1000)
+      return new SignJWT({})
+        .setProtectedHeader({ alg: 'ES256', kid: KID })
+        .setSubject(USER)
+        .setIssuer('prompt-service')
+        .setAudience('prompt-service-api')
+        .setIssuedAt(now - agoSeconds - 60)
+        .setExpirationTime(now - agoSeconds)
+        .sign(privateKey)
+    }
+  })
+
+  afterAll(async () => {
+    await jwks?.close()
+  })
+
+  const authenticator = (env: Record<string, string>) => {
+    const config = loadGatewayConfig({ INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'), ...env })
+    return new Authenticator(new IdentityClient(identityUrl, config.INTERNAL_AUTH_SECRET), {
+      identityUrl,
+      issuer: config.JWT_ISSUER,
+      audience: config.JWT_AUDIENCE,
+      clockToleranceSeconds: config.JWT_CLOCK_TOLERANCE_SECONDS,
+      keyCacheTtlMs: config.API_KEY_CACHE_TTL_MS,
+      membershipCacheTtlMs: config.MEMBERSHIP_CACHE_TTL_MS,
+    })
+  }
+
+  it('defaults to 30 s: a token 10 s past its expiry passes, one 40 s past it does not', async () => {
+    const auth = authenticator({})
+    expect(await auth.authenticate(`Bearer ${await expiredToken(10)}`, 'r1')).toEqual({
+      kind: 'user',
+      userId: USER,
+      org: undefined,
+    })
+    await expect(auth.authenticate(`Bearer ${await expiredToken(40)}`, 'r2')).rejects.toMatchObject({
+      code: 'INVALID_CREDENTIALS',
+    })
+  })
+
+  it('0 refuses a token as soon as it expires', async () => {
+    const auth = authenticator({ JWT_CLOCK_TOLERANCE_SECONDS: '0' })
+    await expect(auth.authenticate(`Bearer ${await expiredToken(2)}`, 'r3')).rejects.toMatchObject({
+      code: 'INVALID_CREDENTIALS',
+    })
+  })
+
+  it('is validated: negative or over 300 s is refused at start', () => {
+    for (const value of ['-1', '301', 'soon']) {
+      expect(() => authenticator({ JWT_CLOCK_TOLERANCE_SECONDS: value }), value).toThrow(
+        /JWT_CLOCK_TOLERANCE_SECONDS/,
+      )
+    }
+  })
+})
