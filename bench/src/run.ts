@@ -4,7 +4,7 @@
  * provider (a process of its own), the same prompt, the same rendered message.
  *
  *   node --conditions=source bench/src/run.ts [--calls 1000] [--concurrency 50] [--rounds 4]
- *        [--sequential 200] [--streams 200] [--cpu-prof]
+ *        [--sequential 200] [--streams 200] [--provider-ms 0] [--provider-jitter 0] [--cpu-prof]
  *
  * Figures, each the p50 of the service's minus the p50 of the direct calls, rounds alternating:
  * non-streamed calls and the first token of streamed ones at --concurrency calls at once, and
@@ -30,6 +30,7 @@ const { values: args } = parseArgs({
     sequential: { type: 'string', default: '200' },
     streams: { type: 'string', default: '200' },
     'provider-ms': { type: 'string', default: '0' },
+    'provider-jitter': { type: 'string', default: '0' },
     'cpu-prof': { type: 'boolean', default: false },
   },
 })
@@ -46,7 +47,21 @@ const STREAMS = Number(args.streams)
 const PROVIDER_MS = Number(args['provider-ms'])
 if (!Number.isInteger(PROVIDER_MS) || PROVIDER_MS < 0 || PROVIDER_MS > 60_000)
   throw new Error('--provider-ms: a whole number of milliseconds, 0 to 60000')
-const MODEL = PROVIDER_MS > 0 ? `fake-slow-${PROVIDER_MS}` : 'gpt-bench'
+/**
+ * --provider-jitter J: each answer waits a uniformly random time from --provider-ms - J to
+ * --provider-ms + J (the `fake-slow-<min>-<max>` model), as a real provider's do. With a fixed
+ * wait the --concurrency callers stay in step (all answered at once, all calling again at once),
+ * so each call queues behind the others' bursts; a spread wait lets the calls arrive apart.
+ */
+const PROVIDER_JITTER = Number(args['provider-jitter'])
+if (!Number.isInteger(PROVIDER_JITTER) || PROVIDER_JITTER < 0 || PROVIDER_JITTER > PROVIDER_MS)
+  throw new Error('--provider-jitter: a whole number of milliseconds, 0 to --provider-ms')
+const MODEL =
+  PROVIDER_JITTER > 0
+    ? `fake-slow-${PROVIDER_MS - PROVIDER_JITTER}-${PROVIDER_MS + PROVIDER_JITTER}`
+    : PROVIDER_MS > 0
+      ? `fake-slow-${PROVIDER_MS}`
+      : 'gpt-bench'
 const profDir = join(process.cwd(), 'bench', 'profiles')
 const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []
 

@@ -15,6 +15,9 @@ import type { AddressInfo } from 'node:net'
  * - `fake-tool`: a call of the first tool in `tools`, arguments `{"input": <echo>}`
  * - `fake-401`, `fake-429` (Retry-After: 7), `fake-500`: the provider's error
  * - `fake-slow-<ms>`: waits before answering (before the headers)
+ * - `fake-slow-<min>-<max>`: waits a uniformly random time from <min> to <max> ms, as a real
+ *   provider's answers vary (a fixed wait keeps concurrent callers in step: they all come back
+ *   at once)
  * - `fake-drip-<ms>`: streams one word every <ms> (non-streamed: waits <ms> per word)
  * - `fake-stall`: never answers (streamed: sends the first delta, then nothing)
  *
@@ -93,7 +96,7 @@ type Scenario =
   | { kind: 'echo' }
   | { kind: 'tool' }
   | { kind: 'error'; status: 401 | 429 | 500 }
-  | { kind: 'slow'; ms: number }
+  | { kind: 'slow'; ms: number; maxMs?: number }
   | { kind: 'drip'; ms: number }
   | { kind: 'stall' }
 
@@ -106,6 +109,9 @@ function scenarioOf(model: unknown): Scenario {
   if (name === 'fake-stall') return { kind: 'stall' }
   const timed = /^fake-(slow|drip)-(\d{1,6})$/.exec(name)
   if (timed) return { kind: timed[1] as 'slow' | 'drip', ms: Number(timed[2]) }
+  const ranged = /^fake-slow-(\d{1,6})-(\d{1,6})$/.exec(name)
+  if (ranged && Number(ranged[1]) <= Number(ranged[2]))
+    return { kind: 'slow', ms: Number(ranged[1]), maxMs: Number(ranged[2]) }
   return { kind: 'echo' }
 }
 
@@ -467,7 +473,10 @@ export async function startFakeProvider(
       sendError(res, protocol, scenario.status, keyOf(req, protocol))
       return
     }
-    if (scenario.kind === 'slow' && (await waitOrGone(res, scenario.ms))) return
+    if (scenario.kind === 'slow') {
+      const { ms, maxMs = ms } = scenario
+      if (await waitOrGone(res, ms + Math.round(Math.random() * (maxMs - ms)))) return
+    }
     if (scenario.kind === 'stall' && body.stream !== true) return // never answers; the client gives up
     if (protocol === 'openai') await openaiAnswer(res, body, scenario)
     else await anthropicAnswer(res, body, scenario)

@@ -132,3 +132,21 @@ describe('cancellation', () => {
     await expect.poll(() => fake.find('cancel-me')[0]?.cancelled).toBe(true)
   })
 })
+
+describe('slow answers', () => {
+  it('waits a random time within a range for fake-slow-<min>-<max>', async () => {
+    const took: number[] = []
+    for (let i = 0; i < 6; i++) {
+      const from = performance.now()
+      const c = await openai.chat.completions.create({
+        model: 'fake-slow-40-120',
+        messages: [{ role: 'user', content: 'ranged wait' }],
+      })
+      took.push(performance.now() - from)
+      expect(c.choices[0]?.message.content).toBe('ranged wait')
+    }
+    for (const ms of took) expect(ms).toBeGreaterThanOrEqual(39)
+    // Six waits drawn from 40-120 ms are not all the same (a fixed wait would be).
+    expect(Math.max(...took) - Math.min(...took)).toBeGreaterThan(5)
+  })
+})
