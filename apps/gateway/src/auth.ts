@@ -21,10 +21,26 @@ export interface AuthenticatorOptions {
 const NOT_FOUND = Symbol('not found')
 
 /**
+ * How long an access token, once verified, is taken without checking its signature again: its
+ * expiry is still checked on every use. A token signed with a key that identity has since taken
+ * out of its JWKS is accepted for at most this long (docs/decisions.md, "Verified tokens").
+ */
+const VERIFIED_TOKEN_TTL_MS = 60_000
+
+interface VerifiedToken {
+  userId: string
+  org: string | undefined
+  /** The token's `exp`, seconds since the epoch. */
+  exp: number
+}
+
+/**
  * Verifies credentials. API keys: format and checksum first (no lookup for a malformed
  * key), then the hash through identity, cached briefly; a revocation broadcast drops the
  * cached entry at once. JWTs: verified locally against identity's JWKS with algorithm,
- * issuer and audience pinned.
+ * issuer and audience pinned; a verified token is remembered for up to a minute (an ES256
+ * verification is the gateway's largest single cost of a signed-in request), its expiry checked
+ * on every use.
  */
 export class Authenticator {
   private readonly identity: IdentityClient
@@ -33,10 +49,13 @@ export class Authenticator {
   private readonly keys: LRUCache<string, ResolvedApiKey | typeof NOT_FOUND>
   private readonly inflight = new Map<string, Promise<ResolvedApiKey | null>>()
   private readonly memberships: LRUCache<string, MembershipInfo>
+  private readonly verified = new LRUCache<string, VerifiedToken>({ max: 10_000, ttl: VERIFIED_TOKEN_TTL_MS })
   /** Hashes revoked while a lookup was in flight must not be cached by it. */
   private readonly revokedHashes = new LRUCache<string, true>({ max: 10_000, ttl: 10 * 60_000 })
   /** API-key lookups answered from the cache, and those that asked identity (metrics read these). */
   readonly keyStats = { hits: 0, misses: 0 }
+  /** Access tokens taken as verified already, and those whose signature was checked. */
+  readonly tokenStats = { hits: 0, misses: 0 }
 
   constructor(identity: IdentityClient, opts: AuthenticatorOptions) {
     this.identity = identity
@@ -95,6 +114,16 @@ export class Authenticator {
   }
 
   private async jwt(token: string): Promise<Credential> {
+    const known = this.verified.get(token)
+    if (known) {
+      this.tokenStats.hits++
+      if (Date.now() / 1000 > known.exp + this.opts.clockToleranceSeconds) {
+        this.verified.delete(token)
+        throw new AppError('INVALID_CREDENTIALS', 'invalid or expired access token')
+      }
+      return { kind: 'user', userId: known.userId, org: known.org }
+    }
+    this.tokenStats.misses++
     try {
       const { payload } = await jwtVerify(token, this.jwks, {
         issuer: this.opts.issuer,
@@ -105,6 +134,8 @@ export class Authenticator {
       })
       if (!isId(payload.sub)) throw new Error('bad subject')
       const org = typeof payload.org === 'string' && isId(payload.org) ? payload.org : undefined
+      if (typeof payload.exp === 'number')
+        this.verified.set(token, { userId: payload.sub, org, exp: payload.exp })
       return { kind: 'user', userId: payload.sub, org }
     } catch (err) {
       if (err instanceof AppError) throw err

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Authenticator } from '../src/auth.ts'
 import { loadGatewayConfig } from '../src/config.ts'
 import { IdentityClient } from '../src/identityClient.ts'
@@ -15,9 +15,11 @@ describe('JWT_CLOCK_TOLERANCE_SECONDS: how long past its expiry an access token 
   let identityUrl: string
   /** A token whose `exp` passed `agoSeconds` ago. */
   let expiredToken: (agoSeconds: number) => Promise<string>
+  let signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']
 
   beforeAll(async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256')
+    signingKey = privateKey
     const jwk = await exportJWK(publicKey)
     jwks = Fastify()
     jwks.get('/.well-known/jwks.json', async () => ({
@@ -79,5 +81,54 @@ describe('JWT_CLOCK_TOLERANCE_SECONDS: how long past its expiry an access token 
         /JWT_CLOCK_TOLERANCE_SECONDS/,
       )
     }
+  })
+
+  describe('a verified token is remembered, its expiry checked on every use', () => {
+    afterEach(() => {
+      vi.useRealTimers()
+    })
+    const tokenFor = (user: string, inSeconds: number) => {
+      const now = Math.floor(Date.now() / 1000)
+      return new SignJWT({})
+        .setProtectedHeader({ alg: 'ES256', kid: KID })
+        .setSubject(user)
+        .setIssuer('prompt-service')
+        .setAudience('prompt-service-api')
+        .setIssuedAt(now)
+        .setExpirationTime(now + inSeconds)
+        .sign(signingKey)
+    }
+
+    it('checks the signature once, and refuses the remembered token once it expires', async () => {
+      const auth = authenticator({ JWT_CLOCK_TOLERANCE_SECONDS: '0' })
+      const token = await tokenFor(USER, 120)
+      for (let i = 0; i < 3; i++) {
+        expect(await auth.authenticate(`Bearer ${token}`, `r${i}`)).toMatchObject({ userId: USER })
+      }
+      expect(auth.tokenStats).toEqual({ hits: 2, misses: 1 })
+      // Past its expiry the remembered token is refused, and forgotten.
+      vi.useFakeTimers({ toFake: ['Date'] })
+      vi.setSystemTime(Date.now() + 121_000)
+      await expect(auth.authenticate(`Bearer ${token}`, 'r4')).rejects.toMatchObject({
+        code: 'INVALID_CREDENTIALS',
+      })
+      await expect(auth.authenticate(`Bearer ${token}`, 'r5')).rejects.toMatchObject({
+        code: 'INVALID_CREDENTIALS',
+      })
+      expect(auth.tokenStats).toEqual({ hits: 3, misses: 2 })
+    })
+
+    it('never takes a changed token for a remembered one', async () => {
+      const auth = authenticator({})
+      const token = await tokenFor(USER, 120)
+      await auth.authenticate(`Bearer ${token}`, 'r1')
+      // The same claims with another user, the first token's signature: a different string, checked.
+      const [header, , signature] = token.split('.')
+      const other = (await tokenFor('d4'.repeat(12), 120)).split('.')[1]
+      await expect(auth.authenticate(`Bearer ${header}.${other}.${signature}`, 'r2')).rejects.toMatchObject({
+        code: 'INVALID_CREDENTIALS',
+      })
+      expect(auth.tokenStats.misses).toBe(2)
+    })
   })
 })

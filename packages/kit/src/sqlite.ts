@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
-import { DatabaseSync, type SQLInputValue } from 'node:sqlite'
+import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
 import { ensurePrivateDir, ensurePrivateFile } from './privateFiles.ts'
 
 /**
@@ -99,12 +99,38 @@ export type SqliteRow = Record<string, SQLInputValue>
 export const text = (v: unknown): string => String(v)
 export const textOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
 
+/** Prepared statements of each database, by their SQL (at most STATEMENTS_MAX each). */
+const statements = new WeakMap<DatabaseSync, Map<string, StatementSync>>()
+const STATEMENTS_MAX = 500
+
+/**
+ * The statement for `sql`, prepared once per database: SQLite compiles a statement in about as
+ * long as it takes to run a lookup by key. Safe to share because node:sqlite's `get`, `all` and
+ * `run` each reset the statement and run to the end; never use it with `iterate`. SQL built with
+ * a varying number of placeholders makes several entries; past STATEMENTS_MAX the cache starts
+ * over rather than grow.
+ */
+export function statement(db: DatabaseSync, sql: string): StatementSync {
+  let cache = statements.get(db)
+  if (!cache) {
+    cache = new Map()
+    statements.set(db, cache)
+  }
+  let prepared = cache.get(sql)
+  if (!prepared) {
+    if (cache.size >= STATEMENTS_MAX) cache.clear()
+    prepared = db.prepare(sql)
+    cache.set(sql, prepared)
+  }
+  return prepared
+}
+
 export function queryOne(db: DatabaseSync, sql: string, ...params: SQLInputValue[]): SqliteRow | undefined {
-  return db.prepare(sql).get(...params) as SqliteRow | undefined
+  return statement(db, sql).get(...params) as SqliteRow | undefined
 }
 
 export function queryAll(db: DatabaseSync, sql: string, ...params: SQLInputValue[]): SqliteRow[] {
-  return db.prepare(sql).all(...params) as SqliteRow[]
+  return statement(db, sql).all(...params) as SqliteRow[]
 }
 
 /**

@@ -39,9 +39,21 @@ export function toConnection(r: ConnectionRecord): Connection {
   }
 }
 
+/** Opened secrets kept, at most (each entry is one connection at one revision). */
+const OPENED_MAX = 1_000
+
 /** Provider connections of an organization: the key and header values sealed, bound to the record. */
 export class Connections {
   private readonly deps: { store: RunStore; secrets: SecretBox; egress: Egress; maxPerOrganization: number }
+  /**
+   * The key and headers of a connection at a revision, opened once: every call still reads the
+   * record (a change or a deletion on any replica counts at once), but opening the sealed values
+   * (AES-GCM, a key object, JSON) is done again only when the record changed.
+   */
+  private readonly opened = new Map<
+    string,
+    { revision: string; apiKey: string; headers: Record<string, string> }
+  >()
 
   constructor(deps: { store: RunStore; secrets: SecretBox; egress: Egress; maxPerOrganization: number }) {
     this.deps = deps
@@ -111,11 +123,13 @@ export class Connections {
       patch.headerNames = Object.keys(body.headers)
     }
     const updated = await store.updateConnection(organizationId, id, patch)
+    this.opened.delete(id)
     if (!updated) throw new AppError('NOT_FOUND', 'connection not found')
     return toConnection(updated)
   }
 
   async remove(organizationId: string, id: string): Promise<{ _id: string; deleted: true }> {
+    this.opened.delete(id)
     if (!(await this.deps.store.deleteConnection(organizationId, id)))
       throw new AppError('NOT_FOUND', 'connection not found')
     return { _id: id, deleted: true }
@@ -129,15 +143,27 @@ export class Connections {
         { path: '/body/connectionId', message: 'no such connection' },
       ])
     }
-    const { secrets } = this.deps
+    // The sealed values are part of the revision: a key changed within one millisecond counts.
+    const revision = `${r.updatedAt}:${r.sealedKey}:${r.sealedHeaders ?? ''}`
+    let secret = this.opened.get(r._id)
+    if (secret?.revision !== revision) {
+      const { secrets } = this.deps
+      secret = {
+        revision,
+        apiKey: secrets.open(r.sealedKey, r._id),
+        headers: r.sealedHeaders
+          ? (JSON.parse(secrets.open(r.sealedHeaders, r._id)) as Record<string, string>)
+          : {},
+      }
+      if (this.opened.size >= OPENED_MAX) this.opened.clear()
+      this.opened.set(r._id, secret)
+    }
     return {
       _id: r._id,
       provider: r.provider,
       baseUrl: r.baseUrl,
-      apiKey: secrets.open(r.sealedKey, r._id),
-      headers: r.sealedHeaders
-        ? (JSON.parse(secrets.open(r.sealedHeaders, r._id)) as Record<string, string>)
-        : {},
+      apiKey: secret.apiKey,
+      headers: { ...secret.headers },
       models: r.models,
       revision: r.updatedAt,
     }

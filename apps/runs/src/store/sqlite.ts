@@ -7,6 +7,7 @@ import {
   queryOne,
   queryPage,
   type SqliteRow,
+  statement,
   text,
   textOrNull,
 } from '@pm/kit'
@@ -136,9 +137,10 @@ export class SqliteRunStore implements RunStore {
   }
 
   async insertRun(run: RunRecord): Promise<void> {
-    this.db
-      .prepare('INSERT INTO runs (id, organization_id, prompt_id, created_at, doc) VALUES (?, ?, ?, ?, ?)')
-      .run(run._id, run.organizationId, run.prompt.promptId, run.createdAt, JSON.stringify(run))
+    statement(
+      this.db,
+      'INSERT INTO runs (id, organization_id, prompt_id, created_at, doc) VALUES (?, ?, ?, ?, ?)',
+    ).run(run._id, run.organizationId, run.prompt.promptId, run.createdAt, JSON.stringify(run))
   }
 
   async listRuns(

@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { SecretBox } from '@pm/kit'
+import { afterAll, describe, expect, it, vi } from 'vitest'
+import { Connections } from '../src/services/connections.ts'
+import { Egress } from '../src/services/egress.ts'
+import { SqliteRunStore } from '../src/store/sqlite.ts'
+
+const ORG = 'a'.repeat(24)
+const OTHER = 'b'.repeat(24)
+const dir = mkdtempSync(join(tmpdir(), 'pm-runs-connections-'))
+const store = new SqliteRunStore(join(dir, 'runs.db'))
+const egress = new Egress('127.0.0.1', 1_000)
+afterAll(async () => {
+  await egress.close()
+  await store.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('opening a connection for a call', () => {
+  it('opens the sealed key once per revision, and reads the record every time', async () => {
+    const secrets = new SecretBox(randomBytes(32))
+    const opens = vi.spyOn(secrets, 'open')
+    const reads = vi.spyOn(store, 'getConnection')
+    const connections = new Connections({ store, secrets, egress, maxPerOrganization: 5 })
+    const c = await connections.create(ORG, {
+      name: 'local',
+      provider: 'openai-compatible',
+      baseUrl: 'http://127.0.0.1:9/v1',
+      apiKey: 'sk-first-0001',
+      headers: { 'x-team': 'alpha' },
+    })
+    for (let i = 0; i < 3; i++) {
+      const open = await connections.open(ORG, c._id)
+      expect(open).toMatchObject({ apiKey: 'sk-first-0001', headers: { 'x-team': 'alpha' } })
+    }
+    expect(reads).toHaveBeenCalledTimes(3)
+    expect(opens).toHaveBeenCalledTimes(2) // the key and the headers, once
+
+    // Another organization never gets it, opened or not.
+    await expect(connections.open(OTHER, c._id)).rejects.toMatchObject({ code: 'NOT_FOUND' })
+
+    // A new key counts on the next call.
+    await connections.update(ORG, c._id, { apiKey: 'sk-second-0002' })
+    expect((await connections.open(ORG, c._id)).apiKey).toBe('sk-second-0002')
+    expect(opens).toHaveBeenCalledTimes(4)
+
+    // So does a change made by another replica (another Connections on the same store).
+    const replica = new Connections({ store, secrets, egress, maxPerOrganization: 5 })
+    await replica.update(ORG, c._id, { apiKey: 'sk-third-0003', headers: {} })
+    expect(await connections.open(ORG, c._id)).toMatchObject({ apiKey: 'sk-third-0003', headers: {} })
+
+    // And a deletion by the replica.
+    await replica.remove(ORG, c._id)
+    await expect(connections.open(ORG, c._id)).rejects.toMatchObject({ code: 'NOT_FOUND' })
+  })
+})
