@@ -113,14 +113,19 @@ const p50 = (all: number[]): number => {
 }
 
 /** Runs `total` calls, `concurrency` at a time; each call answers its own latency in ms. */
-async function load(total: number, concurrency: number, one: () => Promise<number>): Promise<number[]> {
+/** `total` calls, `concurrency` at a time; each gets its number (0 to total - 1). */
+async function load(
+  total: number,
+  concurrency: number,
+  one: (i: number) => Promise<number>,
+): Promise<number[]> {
   const out: number[] = []
   let next = 0
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < total) {
-        next++
-        out.push(await one())
+        const i = next++
+        out.push(await one(i))
       }
     }),
   )
@@ -230,35 +235,38 @@ try {
     token,
   )
   await json(gateway, 'POST', `/api/v1/prompts/${prompt.data._id}/publish`, {}, token)
-  const text = 'the quick brown fox jumps over the lazy dog and keeps running through the field until dusk'
-  const rendered = template.replace('{{text}}', text)
+  // Call i of a round sends the same text directly and through the service, so that with
+  // --provider-jitter both get the same waits (the local provider draws a ranged wait from the
+  // message's text).
+  const text = (i: number) =>
+    `the quick brown fox jumps over the lazy dog and keeps running through the field until dusk ${i}`
   const runPath = `/api/v1/prompts/${prompt.data._id}/run`
-  const runBody = (stream: boolean) =>
-    JSON.stringify({ connectionId: conn.data._id, variables: { text }, stream, model: MODEL })
-  const directBody = (stream: boolean) =>
+  const runBody = (stream: boolean, i: number) =>
+    JSON.stringify({ connectionId: conn.data._id, variables: { text: text(i) }, stream, model: MODEL })
+  const directBody = (stream: boolean, i: number) =>
     JSON.stringify({
       model: MODEL,
       temperature: 0.2,
       max_tokens: 200,
-      messages: [{ role: 'user', content: rendered }],
+      messages: [{ role: 'user', content: template.replace('{{text}}', text(i)) }],
       ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
     })
   const svcHeaders = { 'content-type': 'application/json', authorization: `Bearer ${token}` }
   const directHeaders = { 'content-type': 'application/json', authorization: 'Bearer sk-bench-0000' }
 
   const viaService = {
-    plain: () => whole(gateway, runPath, svcHeaders, runBody(false)),
-    first: () => firstChunk(gateway, runPath, svcHeaders, runBody(true), 'event: delta'),
+    plain: (i: number) => whole(gateway, runPath, svcHeaders, runBody(false, i)),
+    first: (i: number) => firstChunk(gateway, runPath, svcHeaders, runBody(true, i), 'event: delta'),
   }
   const direct = {
-    plain: () => whole(provider, '/v1/chat/completions', directHeaders, directBody(false)),
-    first: () =>
-      firstChunk(provider, '/v1/chat/completions', directHeaders, directBody(true), '"content":"S'),
+    plain: (i: number) => whole(provider, '/v1/chat/completions', directHeaders, directBody(false, i)),
+    first: (i: number) =>
+      firstChunk(provider, '/v1/chat/completions', directHeaders, directBody(true, i), '"content":"S'),
   }
 
   // Warm-up: the SDKs load on the first run, the JIT warms up.
-  await viaService.plain()
-  await viaService.first()
+  await viaService.plain(0)
+  await viaService.first(0)
   await load(200, CONCURRENCY, viaService.plain)
   await load(200, CONCURRENCY, viaService.first)
   await load(200, CONCURRENCY, direct.plain)

@@ -15,9 +15,10 @@ import type { AddressInfo } from 'node:net'
  * - `fake-tool`: a call of the first tool in `tools`, arguments `{"input": <echo>}`
  * - `fake-401`, `fake-429` (Retry-After: 7), `fake-500`: the provider's error
  * - `fake-slow-<ms>`: waits before answering (before the headers)
- * - `fake-slow-<min>-<max>`: waits a uniformly random time from <min> to <max> ms, as a real
- *   provider's answers vary (a fixed wait keeps concurrent callers in step: they all come back
- *   at once)
+ * - `fake-slow-<min>-<max>`: waits from <min> to <max> ms, spread evenly, as a real provider's
+ *   answers vary (a fixed wait keeps concurrent callers in step: they all come back at once).
+ *   The wait is drawn from the last user message's text (a hash), so the same messages wait the
+ *   same: a bench compares calls made directly and through the service on equal terms
  * - `fake-drip-<ms>`: streams one word every <ms> (non-streamed: waits <ms> per word)
  * - `fake-stall`: never answers (streamed: sends the first delta, then nothing)
  *
@@ -113,6 +114,24 @@ function scenarioOf(model: unknown): Scenario {
   if (ranged && Number(ranged[1]) <= Number(ranged[2]))
     return { kind: 'slow', ms: Number(ranged[1]), maxMs: Number(ranged[2]) }
   return { kind: 'echo' }
+}
+
+/**
+ * FNV-1a of a string's UTF-16 code units, then MurmurHash3's finalizer (FNV alone barely moves its
+ * low bits for texts that differ in their last character): a spread, repeatable number.
+ */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  h ^= h >>> 16
+  h = Math.imul(h, 0x85ebca6b)
+  h ^= h >>> 13
+  h = Math.imul(h, 0xc2b2ae35)
+  h ^= h >>> 16
+  return h >>> 0
 }
 
 function id(prefix: string): string {
@@ -475,7 +494,7 @@ export async function startFakeProvider(
     }
     if (scenario.kind === 'slow') {
       const { ms, maxMs = ms } = scenario
-      if (await waitOrGone(res, ms + Math.round(Math.random() * (maxMs - ms)))) return
+      if (await waitOrGone(res, ms + (fnv1a(lastUserText(body)) % (maxMs - ms + 1)))) return
     }
     if (scenario.kind === 'stall' && body.stream !== true) return // never answers; the client gives up
     if (protocol === 'openai') await openaiAnswer(res, body, scenario)

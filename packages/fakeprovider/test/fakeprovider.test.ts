@@ -134,19 +134,25 @@ describe('cancellation', () => {
 })
 
 describe('slow answers', () => {
-  it('waits a random time within a range for fake-slow-<min>-<max>', async () => {
+  const timed = async (content: string) => {
+    const from = performance.now()
+    const c = await openai.chat.completions.create({
+      model: 'fake-slow-40-160',
+      messages: [{ role: 'user', content }],
+    })
+    expect(c.choices[0]?.message.content).toBe(content)
+    return performance.now() - from
+  }
+
+  it('waits within the range for fake-slow-<min>-<max>, the same for the same text', async () => {
     const took: number[] = []
-    for (let i = 0; i < 6; i++) {
-      const from = performance.now()
-      const c = await openai.chat.completions.create({
-        model: 'fake-slow-40-120',
-        messages: [{ role: 'user', content: 'ranged wait' }],
-      })
-      took.push(performance.now() - from)
-      expect(c.choices[0]?.message.content).toBe('ranged wait')
-    }
+    for (let i = 0; i < 6; i++) took.push(await timed(`ranged wait ${i}`))
     for (const ms of took) expect(ms).toBeGreaterThanOrEqual(39)
-    // Six waits drawn from 40-120 ms are not all the same (a fixed wait would be).
+    // Six texts do not all wait the same (a fixed wait would).
     expect(Math.max(...took) - Math.min(...took)).toBeGreaterThan(5)
+    // The same text waits the same again (within the timers' precision).
+    const longest = took.indexOf(Math.max(...took))
+    const shortest = took.indexOf(Math.min(...took))
+    expect(await timed(`ranged wait ${longest}`)).toBeGreaterThan(await timed(`ranged wait ${shortest}`))
   })
 })
