@@ -23,9 +23,11 @@ const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${
 
 /**
  * One run: rendered and checked first (any failure there is a plain HTTP error), then the
- * model call, answered as JSON or, streamed, as SSE: `delta` events as they come (each
- * written at once, nothing buffered), then `done` with the same object as the JSON answer, or
- * `error`. A comment line goes out on long silences.
+ * model call, answered as JSON or, streamed, as SSE: `delta` events as they come, then `done`
+ * with the same object as the JSON answer, or `error`. A comment line goes out on long silences.
+ * Deltas are written at the end of the event-loop turn they arrive in: those a provider sent
+ * together (one read of its socket, often dozens under load) go out as one write instead of one
+ * each, through this service and the gateway alike; a lone delta waits for nothing.
  */
 async function run(
   request: FastifyRequest,
@@ -61,14 +63,24 @@ async function run(
     }
   }, deps.heartbeatMs)
   heartbeat.unref()
+  let pending = ''
+  const flush = () => {
+    if (pending) out.write(pending)
+    pending = ''
+  }
   deps.runs
     .execute(prepared, signal, (content) => {
       last = Date.now()
-      out.write(event('delta', { content }))
+      if (!pending) setImmediate(flush)
+      pending += event('delta', { content })
     })
     .then(
-      (result) => out.end(event('done', result)),
+      (result) => {
+        flush()
+        out.end(event('done', result))
+      },
       (err: unknown) => {
+        flush()
         const e = err instanceof AppError ? err : new AppError('INTERNAL_ERROR', 'internal error')
         if (!(err instanceof AppError)) request.log.error({ err }, 'run failed')
         out.end(
