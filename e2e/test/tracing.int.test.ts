@@ -78,22 +78,53 @@ describe('traces (distributed mode, real NATS): one trace across the services', 
     )
     const chain = otlp.ancestry(resolve as ReceivedSpan)
     const services = chain.map((sp) => sp.service)
-    // prompts' server span ← render's lookup ← render's server span ← the gateway's proxy ← its server span.
+    // prompts' server span ← render's call to prompts ← render's server span ← the gateway's proxy ← its server span.
     expect(services[0]).toBe('prompts')
     expect(services).toContain('render')
     expect(services.at(-1)).toBe('gateway')
     expect(chain.at(-1)?.kind).toBe(SERVER)
     expect(chain.at(-1)?.parentSpanId).toBe('')
     expect(names(chain)).toEqual(
-      expect.arrayContaining(['render:render.resolver.resolveServed', 'gateway:gateway.proxy render']),
+      expect.arrayContaining(['render:render.prompts', 'gateway:gateway.proxy render']),
     )
-    // The gateway's own steps are in the same trace.
+    // The gateway's own steps that wait on another process are in the same trace: the new key
+    // asked of identity, the limits kept in Redis.
     const trace = otlp.trace(chain[0]?.traceId ?? '')
     expect(names(trace)).toEqual(
-      expect.arrayContaining(['gateway:gateway.auth.authenticate', 'gateway:gateway.limits.consume']),
+      expect.arrayContaining(['gateway:gateway.identity.resolveKey', 'gateway:gateway.limits.consume']),
     )
     // And the prompts service's store call.
     expect(trace.some((sp) => sp.service === 'prompts' && sp.name.startsWith('prompts.store.'))).toBe(true)
+
+    // The same invoke again: the caches answer the key and the prompt, so neither identity nor
+    // prompts is asked, and no span stands for a lookup done in memory.
+    const again = await call(stack.gateway, 'POST', `/api/v1/prompts/${promptId}/invoke`, {
+      token: key,
+      body: { variables: { name: 'Ada' } },
+    })
+    expect(again.status).toBe(200)
+    const firstTrace = chain[0]?.traceId
+    let second: ReceivedSpan[] = []
+    await vi.waitFor(
+      () => {
+        const root = otlp.spans.find(
+          (sp) =>
+            sp.service === 'gateway' &&
+            sp.kind === SERVER &&
+            sp.attributes['http.route'] === '/api/v1/prompts/:id/invoke' &&
+            sp.traceId !== firstTrace,
+        )
+        expect(root).toBeDefined()
+        second = otlp.trace(root?.traceId ?? '')
+        // render's server span ends after any call it made: once it is here, so is that call's.
+        expect(second.some((sp) => sp.service === 'render' && sp.kind === SERVER)).toBe(true)
+      },
+      { timeout: 15_000, interval: 200 },
+    )
+    const secondNames = names(second)
+    expect(secondNames).toContain('gateway:gateway.proxy render')
+    expect(secondNames.filter((n) => n.includes('identity') || n.includes('render.prompts'))).toEqual([])
+    expect(second.some((sp) => sp.service === 'prompts')).toBe(false)
   }, 60_000)
 
   it('publish: gateway → prompts → NATS → webhooks in one trace', async () => {

@@ -97,9 +97,12 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     redis,
     metrics && ((limiter) => metrics.rateLimitRefusals.inc({ limiter })),
   )
-  // With tracing on, each credential check and limit is a span (gateway.auth.*, gateway.limits.*).
+  // With tracing on, the steps that wait on another process are spans: each limit kept in Redis
+  // (gateway.limits.*) and each question to identity (gateway.identity.*, a credential or
+  // membership the caches did not answer). Checks answered from memory are not: a span costs
+  // more than they do, and a sampled trace would be mostly them.
   const limits = new RequestLimits(
-    tracing ? traceMethods(rateLimits, tracing, 'gateway.limits') : rateLimits,
+    tracing && redis ? traceMethods(rateLimits, tracing, 'gateway.limits') : rateLimits,
     config,
   )
   const keyGuard = new KeyGuard(rateLimits, {
@@ -107,7 +110,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     durationSeconds: config.RATE_LIMIT_BAD_KEY_DURATION_S,
   })
   const identity = new IdentityClient(config.IDENTITY_URL, config.INTERNAL_AUTH_SECRET)
-  const rawAuth = new Authenticator(identity, {
+  const auth = new Authenticator(tracing ? traceMethods(identity, tracing, 'gateway.identity') : identity, {
     identityUrl: config.IDENTITY_URL,
     issuer: config.JWT_ISSUER,
     audience: config.JWT_AUDIENCE,
@@ -115,7 +118,6 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     keyCacheTtlMs: config.API_KEY_CACHE_TTL_MS,
     membershipCacheTtlMs: config.MEMBERSHIP_CACHE_TTL_MS,
   })
-  const auth = tracing ? traceMethods(rawAuth, tracing, 'gateway.auth') : rawAuth
   bus.onBroadcast(SUBJECTS.apiKeyRevoked, (data) => auth.revoked((data as ApiKeyRevokedEvent).hash))
   bus.onBroadcast(SUBJECTS.membershipChanged, (data) => {
     const { organizationId, userId } = data as MembershipChangedEvent
@@ -158,8 +160,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     ),
   })
   if (metrics) {
-    const hits = Metrics.follow(metrics.keyCache, { result: 'hit' }, () => rawAuth.keyStats.hits)
-    const misses = Metrics.follow(metrics.keyCache, { result: 'miss' }, () => rawAuth.keyStats.misses)
+    const hits = Metrics.follow(metrics.keyCache, { result: 'hit' }, () => auth.keyStats.hits)
+    const misses = Metrics.follow(metrics.keyCache, { result: 'miss' }, () => auth.keyStats.misses)
     collectWhileOpen(app, metrics, () => {
       hits()
       misses()

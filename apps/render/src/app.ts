@@ -1,6 +1,6 @@
 import { type PromptChangedEvent, SUBJECTS } from '@pm/contracts'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
-import { collectWhileOpen, createService, Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import { collectWhileOpen, createService, Metrics, type Service, type Tracing } from '@pm/kit'
 import type { RenderConfig } from './config.ts'
 import { Resolver } from './services/resolver.ts'
 import { renderRoutes } from './routes/render.ts'
@@ -25,17 +25,15 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
   const { tracing } = opts
   const ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'render'))
   const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
-  const rawResolver = new Resolver({
+  const resolver = new Resolver({
     promptsUrl: config.PROMPTS_URL,
     snapshotCacheSize: config.SNAPSHOT_CACHE_SIZE,
     snapshotCacheMaxBytes: config.SNAPSHOT_CACHE_MAX_BYTES,
     resolveCacheSize: config.RESOLVE_CACHE_SIZE,
     resolveTtlMs: config.RESOLVE_CACHE_TTL_MS,
     connections: config.PROMPTS_CONNECTIONS,
-    ...(tracing ? { traceHeaders: () => tracing.headers() } : {}),
+    ...(tracing ? { tracing } : {}),
   })
-  // With tracing on, each lookup is a span (render.resolver.resolve), parent of the call to prompts.
-  const resolver = tracing ? traceMethods(rawResolver, tracing, 'render.resolver') : rawResolver
   bus.onBroadcast(SUBJECTS.promptChanged, (data) => {
     const promptId = (data as Partial<PromptChangedEvent> | null)?.promptId
     if (typeof promptId === 'string') resolver.invalidate(promptId)
@@ -54,8 +52,8 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
     opts.metrics.declare('render')
     // Read from the resolver's own tallies at scrape time: nothing added to the render path.
     const lookups = opts.metrics.renderCache
-    const hits = Metrics.follow(lookups, { result: 'hit' }, () => rawResolver.stats.hits)
-    const misses = Metrics.follow(lookups, { result: 'miss' }, () => rawResolver.stats.fetches)
+    const hits = Metrics.follow(lookups, { result: 'hit' }, () => resolver.stats.hits)
+    const misses = Metrics.follow(lookups, { result: 'miss' }, () => resolver.stats.fetches)
     collectWhileOpen(app, opts.metrics, () => {
       hits()
       misses()

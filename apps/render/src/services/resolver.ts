@@ -10,7 +10,14 @@ import {
   type Split,
   type Variable,
 } from '@pm/contracts'
-import { callInternal, closePool, type InternalAnswer, InternalTimeoutError, internalPath } from '@pm/kit'
+import {
+  callInternal,
+  closePool,
+  type InternalAnswer,
+  InternalTimeoutError,
+  internalPath,
+  type Tracing,
+} from '@pm/kit'
 import {
   type CompiledChat,
   type CompiledTemplate,
@@ -65,8 +72,8 @@ export interface ResolverOptions {
   resolveTtlMs: number
   /** Connections to the prompts service. */
   connections?: number
-  /** Trace context headers for calls to the prompts service (only when tracing is on). */
-  traceHeaders?: () => Record<string, string>
+  /** This process's tracing: each call to the prompts service is a client span (render.prompts). */
+  tracing?: Tracing
   /** Deadline of one lookup, connect to last byte. */
   timeoutMs?: number
 }
@@ -147,10 +154,10 @@ export class Resolver {
   private readonly flights = new Map<string, Flight>()
   private readonly flightsByPrompt = new Map<string, Set<Flight>>()
   readonly stats: ResolverStats = { hits: 0, fetches: 0, invalidations: 0 }
-  private readonly traceHeaders: (() => Record<string, string>) | undefined
+  private readonly tracing: Tracing | undefined
 
   constructor(opts: ResolverOptions) {
-    this.traceHeaders = opts.traceHeaders
+    this.tracing = opts.tracing
     this.pool = new Pool(opts.promptsUrl, {
       connections: opts.connections ?? 32,
       pipelining: 1,
@@ -424,18 +431,23 @@ export class Resolver {
   }
 
   private async getJson<T>(path: string, r: Pick<ResolveRequest, 'contextHeader' | 'requestId'>): Promise<T> {
-    let answer: InternalAnswer
-    try {
-      answer = await callInternal(this.pool, {
+    const { tracing } = this
+    const call = () =>
+      callInternal(this.pool, {
         method: 'GET',
         path,
         headers: {
           [CONTEXT_HEADER]: r.contextHeader,
           'x-request-id': r.requestId,
-          ...(this.traceHeaders ? this.traceHeaders() : undefined),
+          // The client span's, when this call is one (prompts continues the trace from it).
+          ...(tracing ? tracing.headers() : undefined),
         },
         timeoutMs: this.timeoutMs,
       })
+    let answer: InternalAnswer
+    try {
+      // Only a call that leaves the process is a span: a lookup the caches answer is not.
+      answer = tracing ? await tracing.span('render.prompts', call, { kind: 'client' }) : await call()
     } catch (err) {
       if (err instanceof AppError) throw err
       if (err instanceof InternalTimeoutError) {
