@@ -13,9 +13,21 @@ const USER = 'c3'.repeat(12)
 describe('JWT_CLOCK_TOLERANCE_SECONDS: how long past its expiry an access token is accepted', () => {
   let jwks: FastifyInstance
   let identityUrl: string
-  /** A token whose `exp` passed `agoSeconds` ago. */
-  let expiredToken: (agoSeconds: number) => Promise<string>
   let signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']
+  /** A token of `user` that expires in `inSeconds` (negative: expired that long ago), issued a minute before. */
+  const tokenFor = (user: string, inSeconds: number) => {
+    const now = Math.floor(Date.now() / 1000)
+    return new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: KID })
+      .setSubject(user)
+      .setIssuer('prompt-service')
+      .setAudience('prompt-service-api')
+      .setIssuedAt(Math.min(now, now + inSeconds - 60))
+      .setExpirationTime(now + inSeconds)
+      .sign(signingKey)
+  }
+  /** A token whose `exp` passed `agoSeconds` ago. */
+  const expiredToken = (agoSeconds: number) => tokenFor(USER, -agoSeconds)
 
   beforeAll(async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256')
@@ -27,17 +39,6 @@ describe('JWT_CLOCK_TOLERANCE_SECONDS: how long past its expiry an access token 
     }))
     await jwks.listen({ port: 0, host: '127.0.0.1' })
     identityUrl = `http://127.0.0.1:${(jwks.server.address() as AddressInfo).port}`
-    expiredToken = (agoSeconds) => {
-      const now = Math.floor(Date.now() / 1000)
-      return new SignJWT({})
-        .setProtectedHeader({ alg: 'ES256', kid: KID })
-        .setSubject(USER)
-        .setIssuer('prompt-service')
-        .setAudience('prompt-service-api')
-        .setIssuedAt(now - agoSeconds - 60)
-        .setExpirationTime(now - agoSeconds)
-        .sign(privateKey)
-    }
   })
 
   afterAll(async () => {
@@ -87,17 +88,6 @@ describe('JWT_CLOCK_TOLERANCE_SECONDS: how long past its expiry an access token 
     afterEach(() => {
       vi.useRealTimers()
     })
-    const tokenFor = (user: string, inSeconds: number) => {
-      const now = Math.floor(Date.now() / 1000)
-      return new SignJWT({})
-        .setProtectedHeader({ alg: 'ES256', kid: KID })
-        .setSubject(user)
-        .setIssuer('prompt-service')
-        .setAudience('prompt-service-api')
-        .setIssuedAt(now)
-        .setExpirationTime(now + inSeconds)
-        .sign(signingKey)
-    }
 
     it('checks the signature once, and refuses the remembered token once it expires', async () => {
       const auth = authenticator({ JWT_CLOCK_TOLERANCE_SECONDS: '0' })
