@@ -160,8 +160,11 @@ async function shoot(page: Page, name: string, opts: ShotOptions, withAxe: boole
     await page.setViewportSize(size)
     if (opts.top) await page.evaluate('window.scrollTo(0, 0)')
     // The new width laid out and painted: two frames (no script of the dashboard reacts to the
-    // width; its layouts are CSS media queries, applied in the next frame).
-    await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))')
+    // width; its layouts are CSS media queries, applied in the next frame). The timer bounds
+    // it should a page ever get no frames (a hidden one).
+    await page.evaluate(
+      'new Promise((r) => { requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 500) })',
+    )
     await page.screenshot({ path: join(opts.dir ?? SHOTS, `${name}-${size.width}.png`), fullPage: true })
     if (withAxe) await axe(page, `${name}@${size.width}`)
   }
