@@ -132,7 +132,8 @@ const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/
 
 /** Fails on any serious or critical axe-core violation of the page as it is now. */
 export async function axe(page: Page, name: string): Promise<void> {
-  await page.evaluate(axeSource)
+  // Once per document: the dashboard moves between its pages without loading a new one.
+  if (!(await page.evaluate(`typeof window.axe !== 'undefined'`))) await page.evaluate(axeSource)
   const violations = (await page.evaluate(
     `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations)`,
   )) as AxeViolation[]
@@ -158,7 +159,12 @@ async function shoot(page: Page, name: string, opts: ShotOptions, withAxe: boole
   for (const size of widths) {
     await page.setViewportSize(size)
     if (opts.top) await page.evaluate('window.scrollTo(0, 0)')
-    await page.waitForTimeout(150)
+    // The new width laid out and painted: two frames (no script of the dashboard reacts to the
+    // width; its layouts are CSS media queries, applied in the next frame). The timer bounds
+    // it should a page ever get no frames (a hidden one).
+    await page.evaluate(
+      'new Promise((r) => { requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 500) })',
+    )
     await page.screenshot({ path: join(opts.dir ?? SHOTS, `${name}-${size.width}.png`), fullPage: true })
     if (withAxe) await axe(page, `${name}@${size.width}`)
   }

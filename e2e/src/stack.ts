@@ -21,8 +21,8 @@ export interface Stack {
   processes: Record<string, RunningProcess>
   dataDir: string
   env: Record<string, string>
-  /** Restarts one service with the same settings. */
-  restart(name: string): Promise<void>
+  /** Restarts one service with the same settings, `env` overriding some of them for this start only. */
+  restart(name: string, env?: Record<string, string>): Promise<void>
   /** Restarts every process: the services side by side, then the gateway. */
   restartAll(): Promise<void>
   stop(): Promise<void>
@@ -82,10 +82,11 @@ export async function startStack(
     ...extraEnv,
   }
   const processes: Record<string, RunningProcess> = {}
-  const launch = async (name: string) => {
+  const launch = async (name: string, override: Record<string, string> = {}) => {
     const app = name.startsWith('render') ? 'render' : name
     const proc = startProcess(name, join(REPO_ROOT, `apps/${app}/src/server.ts`), {
       ...env,
+      ...override,
       PORT: String(ports[name]),
       ...(metricsPorts[name] ? { METRICS_PORT: String(metricsPorts[name]) } : {}),
     })
@@ -115,9 +116,9 @@ export async function startStack(
     processes,
     dataDir,
     env,
-    restart: async (name: string) => {
+    restart: async (name: string, override?: Record<string, string>) => {
       await processes[name]?.stop()
-      await launch(name)
+      await launch(name, override)
     },
     restartAll: async () => {
       await Promise.all(Object.values(processes).map((p) => p.stop()))

@@ -42,6 +42,11 @@ const startService = (dashboardDir: string, env: Record<string, string> = {}) =>
 describe('the dashboard, part 2: settings, import, catalog and forks in a real browser', () => {
   let dashboardDir: string
   let service: DashboardService
+  /**
+   * A second service with the defaults (private webhook targets refused), for the last test:
+   * started once the first one is up, while the tests before it run.
+   */
+  let strictService: Promise<DashboardService> | undefined
   let base: string
   let receiver: WebhookReceiver
   let browser: Browser
@@ -88,11 +93,15 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base })
     page = await context.newPage()
     watch(page)
+    strictService = startService(dashboardDir)
+    // Awaited (and its failure reported) by the test that uses it.
+    strictService.catch(() => {})
   }, 180_000)
 
   afterAll(async () => {
     await browser?.close()
     await service?.stop()
+    await (await strictService?.catch(() => undefined))?.stop()
     await receiver?.close()
   })
 
@@ -703,7 +712,8 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
   })
 
   it('webhooks to private addresses are refused by default, with the service’s message', async () => {
-    const strict = await startService(dashboardDir)
+    if (!strictService) throw new Error('the second service was not started')
+    const strict = await strictService
     const ctx = await browser.newContext(CONTEXT)
     const p = await ctx.newPage()
     watch(p)

@@ -9,6 +9,13 @@ import { type Stack, startStack } from '../src/stack.ts'
 
 /** How long the relay holds an event back: the window in which the test kills the process. */
 const RELAY_DELAY_MS = 5_000
+/** A process that holds its events (outbox and audit) back for RELAY_DELAY_MS: the crash window. */
+const HOLD = { OUTBOX_RELAY_DELAY_MS: String(RELAY_DELAY_MS), AUDIT_RELAY_DELAY_MS: String(RELAY_DELAY_MS) }
+/**
+ * A process that sends at once (the default): a restart after the kill uses it, so that the test
+ * sees the recovered events as soon as the process is up instead of waiting out the window.
+ */
+const SEND = { OUTBOX_RELAY_DELAY_MS: '0', AUDIT_RELAY_DELAY_MS: '0' }
 
 /**
  * The outbox promise of DESIGN section 6: a crash between storing a publish and sending its
@@ -23,6 +30,18 @@ describe('version.published survives a crash of the prompts process', () => {
   let tap: { received: Tapped[]; bus: NatsBus }
 
   const withId = (msgId: string) => tap.received.filter((m) => m.msgId === msgId)
+
+  /** Whether each restartable process holds its events back now (the stack starts them holding). */
+  const holding: Record<string, boolean> = { prompts: true, identity: true, webhooks: true }
+  /** Restarts a process (after a kill, or a running one) holding its events back or sending at once. */
+  async function restart(name: string, hold: boolean): Promise<void> {
+    await stack.restart(name, hold ? HOLD : SEND)
+    holding[name] = hold
+  }
+  /** Each test says how it wants the processes; one left otherwise by an earlier test is restarted. */
+  async function ensure(hold: boolean, ...names: string[]): Promise<void> {
+    await Promise.all(names.filter((n) => holding[n] !== hold).map((n) => restart(n, hold)))
+  }
 
   /** The outbox row of a version, read straight from the prompts database (process stopped). */
   function outboxRow(versionId: string): { sent_at: string | null } | undefined {
@@ -48,8 +67,7 @@ describe('version.published survives a crash of the prompts process', () => {
 
   beforeAll(async () => {
     stack = await startStack({
-      OUTBOX_RELAY_DELAY_MS: String(RELAY_DELAY_MS),
-      AUDIT_RELAY_DELAY_MS: String(RELAY_DELAY_MS),
+      ...HOLD,
       // A durable consumer of its own: another stack on the same NATS must not take this one's entries.
       AUDIT_CONSUMER: `prompts-audit-e2e-${newId()}`,
     })
@@ -64,6 +82,7 @@ describe('version.published survives a crash of the prompts process', () => {
   })
 
   it('sends the event exactly once after SIGKILL between the store write and the send', async () => {
+    await ensure(true, 'prompts')
     const prompt = data<Prompt>(
       await user('POST', '/api/v1/prompts', { name: 'Crash test', template: 'Hello {{name}}' }),
       201,
@@ -79,7 +98,7 @@ describe('version.published survives a crash of the prompts process', () => {
     await drainTap()
     expect(withId(version._id)).toEqual([])
 
-    await stack.restart('prompts')
+    await restart('prompts', false)
     await vi.waitFor(() => expect(withId(version._id)).toHaveLength(1), {
       timeout: RELAY_DELAY_MS + 20_000,
       interval: 50,
@@ -120,6 +139,7 @@ describe('version.published survives a crash of the prompts process', () => {
   }
 
   it('sends environment.promoted exactly once after SIGKILL between writing the promote and sending', async () => {
+    await ensure(true, 'prompts')
     const prompt = data<Prompt>(
       await user('POST', '/api/v1/prompts', {
         name: 'Crash promote',
@@ -130,12 +150,13 @@ describe('version.published survives a crash of the prompts process', () => {
     )
     const version = data<PromptVersion>(await user('POST', `/api/v1/prompts/${prompt._id}/publish`, {}), 201)
     await stack.processes.prompts?.kill()
-    await stack.restart('prompts')
+    await restart('prompts', false)
     // Let the publish's own event go out first, so that the kill below hits the promote's only.
     await vi.waitFor(() => expect(withId(version._id)).toHaveLength(1), {
       timeout: RELAY_DELAY_MS + 20_000,
       interval: 50,
     })
+    await restart('prompts', true)
     const pin = data<{ versionId: string; promotedAt: string }>(
       await user('POST', `/api/v1/prompts/${prompt._id}/environments/production/promote`, {
         versionId: version._id,
@@ -150,7 +171,7 @@ describe('version.published survives a crash of the prompts process', () => {
     await drainTap()
     expect(withId(msgId)).toEqual([])
 
-    await stack.restart('prompts')
+    await restart('prompts', false)
     await vi.waitFor(() => expect(withId(msgId)).toHaveLength(1), {
       timeout: RELAY_DELAY_MS + 20_000,
       interval: 50,
@@ -180,7 +201,7 @@ describe('version.published survives a crash of the prompts process', () => {
     } finally {
       db.close()
     }
-    await stack.restart('prompts')
+    await restart('prompts', false)
     await vi.waitFor(
       () => expect(outboxRowsOf('pm.events.environment.promoted', prompt._id)[0]?.sent_at).not.toBeNull(),
       { timeout: RELAY_DELAY_MS + 20_000, interval: 50 },
@@ -192,10 +213,11 @@ describe('version.published survives a crash of the prompts process', () => {
       await user('GET', `/api/v1/prompts/${prompt._id}/environments`),
     )
     expect(environments.production).toMatchObject({ versionId: version._id, promotedAt: pin.promotedAt })
-    // Three restarts of the prompts process and two relay delays: longer than the default test timeout.
+    // Four restarts of the prompts process: longer than the default test timeout.
   }, 90_000)
 
   it('loses no audit entry to a SIGKILL between the change and its copy into the audit log (issue 29)', async () => {
+    await ensure(true, 'prompts')
     const prompt = data<Prompt>(
       await user('POST', '/api/v1/prompts', { name: 'Crash audit', template: 'Hi {{name}}' }),
       201,
@@ -217,7 +239,7 @@ describe('version.published survives a crash of the prompts process', () => {
     } finally {
       db.close()
     }
-    await stack.restart('prompts')
+    await restart('prompts', false)
     const path = `/api/v1/organizations/${admin.organizationId}/audit-log?resourceId=${prompt._id}`
     await vi.waitFor(
       async () => {
@@ -236,6 +258,8 @@ describe('version.published survives a crash of the prompts process', () => {
   }, 60_000)
 
   it("records identity's and webhooks' changes too, naming the actor, and nothing for a refused request (issue 29)", async () => {
+    // Nothing is killed here: processes that send at once.
+    await ensure(false, 'identity', 'webhooks')
     const org = admin.organizationId
     const members = data<{ members: { userId: string; name: string }[] }>(
       await user('GET', `/api/v1/organizations/${org}/members`),
@@ -288,6 +312,7 @@ describe('version.published survives a crash of the prompts process', () => {
   it(
     'loses no audit entry of identity or webhooks when each is killed between its change and the relay (issue 29)',
     async () => {
+      await ensure(true, 'identity', 'webhooks')
       const org = admin.organizationId
       const key = data<{ apiKey: { _id: string } }>(
         await user('POST', `/api/v1/organizations/${org}/api-keys`, {
@@ -318,7 +343,7 @@ describe('version.published survives a crash of the prompts process', () => {
       expect(pending('identity.db', key.apiKey._id)).toEqual([expect.objectContaining({ sent_at: null })])
       expect(pending('webhooks.db', hook.webhook._id)).toEqual([expect.objectContaining({ sent_at: null })])
 
-      await Promise.all([stack.restart('identity'), stack.restart('webhooks')])
+      await Promise.all([restart('identity', false), restart('webhooks', false)])
       type Log = { entries: { action: string; resource: { id: string } }[] }
       const entriesFor = async (resourceId: string) =>
         data<Log>(await user('GET', `/api/v1/organizations/${org}/audit-log?resourceId=${resourceId}`))
@@ -336,6 +361,8 @@ describe('version.published survives a crash of the prompts process', () => {
   )
 
   it('does not deliver twice when the crash comes after the send but before it is marked sent', async () => {
+    // The event goes out at once: the crash comes after the send.
+    await ensure(false, 'prompts')
     const prompt = data<Prompt>(
       await user('POST', '/api/v1/prompts', { name: 'Crash after send', template: 'Hi {{name}}' }),
       201,
@@ -355,7 +382,7 @@ describe('version.published survives a crash of the prompts process', () => {
       db.close()
     }
 
-    await stack.restart('prompts')
+    await restart('prompts', false)
     // The relay sends it again (same message id) and marks it; JetStream drops the duplicate.
     await vi.waitFor(() => expect(outboxRow(version._id)?.sent_at).not.toBeNull(), {
       timeout: 20_000,

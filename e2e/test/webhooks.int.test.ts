@@ -42,8 +42,9 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
   beforeAll(async () => {
     receiver = await WebhookReceiver.start()
     stack = await startStack({
-      // Attempt 2 comes 100 ms after attempt 1, attempt 3 about 6 s after attempt 2.
-      WEBHOOK_RETRY_SCALE: '0.02',
+      // Attempt 2 comes 50 ms after attempt 1, attempt 3 about 3 s after attempt 2: the window
+      // in which the SIGKILL test kills webhooks (it does so within a poll of attempt 2).
+      WEBHOOK_RETRY_SCALE: '0.01',
       WEBHOOK_POLL_MS: '100',
       // Its own durable consumer, so that stacks running side by side do not share events.
       WEBHOOK_CONSUMER: `webhooks-e2e-${newId()}`,
@@ -262,7 +263,7 @@ describe('webhooks through the gateway (distributed mode, real NATS)', () => {
     receiver.script('/kill', [500, 500])
     const versionId = await publishVersion(stack.gateway, s, promptId, 'kill')
 
-    // Two failed attempts logged; the third is due about 6 s later.
+    // Two failed attempts logged; the third is due about 3 s later.
     await vi.waitFor(
       async () => {
         const d = await deliveryOf(stack.gateway, s, webhook._id, versionId)
