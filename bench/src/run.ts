@@ -112,8 +112,7 @@ const p50 = (all: number[]): number => {
   return s[Math.floor(s.length / 2)] ?? Number.NaN
 }
 
-/** Runs `total` calls, `concurrency` at a time; each call answers its own latency in ms. */
-/** `total` calls, `concurrency` at a time; each gets its number (0 to total - 1). */
+/** Runs `total` calls, `concurrency` at a time; call i (0 to total - 1) answers its own latency in ms. */
 async function load(
   total: number,
   concurrency: number,

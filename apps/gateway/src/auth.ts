@@ -23,7 +23,7 @@ const NOT_FOUND = Symbol('not found')
 /**
  * How long an access token, once verified, is taken without checking its signature again: its
  * expiry is still checked on every use. A token signed with a key that identity has since taken
- * out of its JWKS is accepted for at most this long (docs/decisions.md, "Verified tokens").
+ * out of its JWKS is accepted for at most this long (docs/decisions.md, "Cheaper runs and signed-in requests").
  */
 const VERIFIED_TOKEN_TTL_MS = 60_000
 

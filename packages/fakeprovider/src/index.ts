@@ -120,7 +120,7 @@ function scenarioOf(model: unknown): Scenario {
  * FNV-1a of a string's UTF-16 code units, then MurmurHash3's finalizer (FNV alone barely moves its
  * low bits for texts that differ in their last character): a spread, repeatable number.
  */
-function fnv1a(text: string): number {
+function textHash(text: string): number {
   let h = 0x811c9dc5
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i)
@@ -494,7 +494,7 @@ export async function startFakeProvider(
     }
     if (scenario.kind === 'slow') {
       const { ms, maxMs = ms } = scenario
-      if (await waitOrGone(res, ms + (fnv1a(lastUserText(body)) % (maxMs - ms + 1)))) return
+      if (await waitOrGone(res, ms + (textHash(lastUserText(body)) % (maxMs - ms + 1)))) return
     }
     if (scenario.kind === 'stall' && body.stream !== true) return // never answers; the client gives up
     if (protocol === 'openai') await openaiAnswer(res, body, scenario)

@@ -39,16 +39,17 @@ export function toConnection(r: ConnectionRecord): Connection {
   }
 }
 
-/** Opened secrets kept, at most (each entry is one connection at one revision). */
+/** Opened secrets kept, at most (one entry per connection). */
 const OPENED_MAX = 1_000
 
 /** Provider connections of an organization: the key and header values sealed, bound to the record. */
 export class Connections {
   private readonly deps: { store: RunStore; secrets: SecretBox; egress: Egress; maxPerOrganization: number }
   /**
-   * The key and headers of a connection at a revision, opened once: every call still reads the
-   * record (a change or a deletion on any replica counts at once), but opening the sealed values
-   * (AES-GCM, a key object, JSON) is done again only when the record changed.
+   * The key and headers of a connection, opened once per sealed value: every call still reads the
+   * record (a change or a deletion on any replica counts at once), but opening them (AES-GCM, a
+   * key object, JSON) is done again only when they changed. A removed connection's entry is
+   * dropped at once.
    */
   private readonly opened = new Map<
     string,
@@ -123,7 +124,6 @@ export class Connections {
       patch.headerNames = Object.keys(body.headers)
     }
     const updated = await store.updateConnection(organizationId, id, patch)
-    this.opened.delete(id)
     if (!updated) throw new AppError('NOT_FOUND', 'connection not found')
     return toConnection(updated)
   }
@@ -143,8 +143,8 @@ export class Connections {
         { path: '/body/connectionId', message: 'no such connection' },
       ])
     }
-    // The sealed values are part of the revision: a key changed within one millisecond counts.
-    const revision = `${r.updatedAt}:${r.sealedKey}:${r.sealedHeaders ?? ''}`
+    // Sealing draws a new IV each time: a new key or headers always make new sealed values.
+    const revision = `${r.sealedKey}:${r.sealedHeaders ?? ''}`
     let secret = this.opened.get(r._id)
     if (secret?.revision !== revision) {
       const { secrets } = this.deps
