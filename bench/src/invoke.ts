@@ -5,7 +5,7 @@
  *
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
  *        [--gateways 1 --renders 1] [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
- *        [--log-level info] [--cpu-prof] [--keep-logs]
+ *        [--log-level info] [--cpu-prof] [--keep-logs] [--tracing [--processes 1]]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
@@ -20,7 +20,9 @@
  * --tracing (embedded): instead of the bare chain, the service three times, tracing off, on
  * with every request sampled (ratio 1.0) and on with OTEL_TRACES_SAMPLER_ARG=0.1 (sampler
  * parentbased_traceidratio), exporting OTLP to a sink in this process, loaded in interleaved
- * rounds (the order turns each round). The last line printed is
+ * rounds (the order turns each round). --processes P (default 1): P processes of each variant,
+ * started in turn, round i loading the (i mod P)-th, so that one process's luck is not the
+ * variant's; the per-round ratios are printed with their median. The last line printed is
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { randomBytes } from 'node:crypto'
@@ -57,6 +59,8 @@ const { values: args } = parseArgs({
      * sampled and on with a 10 % sampler, loaded in turn, exporting to a sink in this process.
      */
     tracing: { type: 'boolean', default: false },
+    /** --tracing: processes of each variant, taken in turn by the rounds. */
+    processes: { type: 'string', default: '1' },
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
     'log-level': { type: 'string' },
@@ -108,6 +112,7 @@ const duration = Number(args.duration)
 const warmup = Number(args.warmup)
 const connections = Number(args.connections)
 const rounds = Math.max(1, Number(args.rounds))
+const processes = Math.min(8, Math.max(1, Number(args.processes) || 1))
 
 const ADMIN = { email: 'bench@example.com', password: 'bench password 0123456789' }
 const TEMPLATE =
@@ -686,28 +691,42 @@ async function mainTracing(): Promise<void> {
     { name: 'ratio1', label: '1.0', env: traced('1') },
     { name: 'ratio01', label: '0.1', env: traced('0.1') },
   ]
-  const chains = []
-  for (const variant of variants) {
-    const chain = await startFull(variant)
-    const prepared = await prepare(chain.url)
-    const procs: Tracked[] = chain.procs.map((c) => ({ name: c.name, pid: c.child.pid }))
-    const run = (seconds: number) =>
-      load(chain, prepared.path, prepared.headers, prepared.body, prepared.expected, seconds, procs)
-    chains.push({ ...variant, chain, run, runs: [] as Run[] })
+  // Started in turn (off 1, 1.0 1, 0.1 1, off 2, ...), so that no variant gets one stretch of
+  // the run's starts. On the 2-core VM an off/off/0.1 run (the same code twice) measured the two
+  // off variants 13 % apart with two processes each started in sequence (745 and 661 µs a
+  // request), 5 % apart with four each started in turn (842 and 802 µs).
+  const chains = variants.map((variant) => ({
+    ...variant,
+    members: [] as { chain: Chain; run: (seconds: number) => Promise<Run> }[],
+    runs: [] as Run[],
+  }))
+  for (let k = 0; k < processes; k++) {
+    for (const c of chains) {
+      const chain = await startFull({ name: processes > 1 ? `${c.name}-${k + 1}` : c.name, env: c.env })
+      const prepared = await prepare(chain.url)
+      const procs: Tracked[] = chain.procs.map((p) => ({ name: p.name, pid: p.child.pid }))
+      const run = (seconds: number) =>
+        load(chain, prepared.path, prepared.headers, prepared.body, prepared.expected, seconds, procs)
+      c.members.push({ chain, run })
+    }
   }
-  log('warming up')
-  for (const c of chains) await c.run(warmup)
+  log(processes > 1 ? `warming up (${processes} processes a variant)` : 'warming up')
+  for (const c of chains) for (const m of c.members) await m.run(warmup)
   const exportedBefore = { ...sink.counts }
   const slice = duration / rounds
   for (let i = 0; i < rounds; i++) {
-    // The order turns each round: off, 1.0, 0.1; 1.0, 0.1, off; ...
+    // The order turns each round: off, 1.0, 0.1; 1.0, 0.1, off; ...; round i loads process i mod P.
     for (let j = 0; j < chains.length; j++) {
       const c = chains[(i + j) % chains.length]
-      if (c) c.runs.push(await c.run(slice))
+      const m = c?.members[i % processes]
+      if (c && m) c.runs.push(await m.run(slice))
     }
   }
   const summaries = chains.map((c) => ({ ...c, summary: summarize(c.runs) }))
-  for (const c of summaries) log(describe(`tracing ${c.label}`, c.summary, c.runs, c.chain))
+  for (const c of summaries) {
+    const first = c.members[0]
+    if (first) log(describe(`tracing ${c.label}`, c.summary, c.runs, first.chain))
+  }
   if (summaries.some((c) => c.summary.otherLoad > 0.15)) {
     log('  note: the machine was busy with other work during the runs; the figures above carry that noise')
   }
@@ -720,10 +739,16 @@ async function mainTracing(): Promise<void> {
     Object.entries(s.cpuPerRequest)
       .filter(([name]) => name.startsWith('embedded'))
       .reduce((a, [, us]) => a + us, 0)
-  const perRound = (c: typeof off) =>
-    c.runs
-      .map((r, i) => (r.result.reqPerSec / (off.runs[i]?.result.reqPerSec ?? Number.NaN)).toFixed(2))
-      .join(', ')
+  const ratios = (c: typeof off) =>
+    c.runs.map((r, i) => r.result.reqPerSec / (off.runs[i]?.result.reqPerSec ?? Number.NaN))
+  const perRound = (c: typeof off) => {
+    const each = ratios(c)
+    const sorted = [...each].sort((a, b) => a - b)
+    const mid = sorted.length / 2
+    const median =
+      sorted.length % 2 ? sorted[Math.floor(mid)] : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+    return `${each.map((r) => r.toFixed(2)).join(', ')} (median ${fmt(median ?? Number.NaN, 2)})`
+  }
   log(
     `per-round ratios to off: 1.0 ${perRound(all)}; 0.1 ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, 0.1 ${fmt(serviceCpu(tenth.summary), 0)} µs`,
   )

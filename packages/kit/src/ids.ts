@@ -7,15 +7,18 @@ import { randomFillSync } from 'node:crypto'
 const pool = Buffer.alloc(4096)
 let offset = pool.length
 
-function random8(): string {
-  if (offset + 8 > pool.length) {
+/** `bytes` random bytes (at most 4096) as lowercase hex, from the pool. */
+export function randomHex(bytes: number): string {
+  if (offset + bytes > pool.length) {
     randomFillSync(pool)
     offset = 0
   }
-  const hex = pool.toString('hex', offset, offset + 8)
-  offset += 8
+  const hex = pool.toString('hex', offset, offset + bytes)
+  offset += bytes
   return hex
 }
+
+const random8 = () => randomHex(8)
 
 /**
  * A 24-hex identifier laid out like a MongoDB ObjectId (4-byte seconds, then random),

@@ -235,6 +235,35 @@ describe('a dropped server span is decided without the SDK', () => {
     await tracing.shutdown()
   })
 
+  it('a caller’s traceparent the short path does not read goes to the propagator, as before', async () => {
+    const { tracing } = tracingWith('parentbased_always_on', 1)
+    // A later version with more fields, flags 00: the propagator reads it, the trace is dropped.
+    const later = tracing.start('a', {
+      kind: 'server',
+      parent: { traceparent: `cc-${TRACE_LOW}-00000000000000aa-00-more` },
+    })
+    expect(later.recording).toBe(false)
+    expect(later.headers().traceparent).toMatch(new RegExp(`^00-${TRACE_LOW}-[0-9a-f]{16}-00$`))
+    // An invalid one (trace id all zeros) is no parent: a root, which always_on records.
+    const invalid = tracing.start('b', {
+      kind: 'server',
+      parent: { traceparent: `00-${'0'.repeat(32)}-00000000000000aa-00` },
+    })
+    expect(invalid.recording).toBe(true)
+    expect(invalid.headers().traceparent).not.toContain('0'.repeat(32))
+    invalid.end()
+    // Sampled (flags 01): recorded in the caller's trace.
+    const sampled = tracing.start('c', {
+      kind: 'server',
+      parent: { traceparent: `00-${TRACE_HIGH}-00000000000000aa-01` },
+    })
+    expect(sampled.recording).toBe(true)
+    expect(sampled.headers().traceparent).toMatch(new RegExp(`^00-${TRACE_HIGH}-[0-9a-f]{16}-01$`))
+    sampled.end()
+    expect(sdk.counter.started).toBe(2)
+    await tracing.shutdown()
+  })
+
   it('a root the ratio samples is recorded by the SDK, in the trace id decided on, as a root', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 1)
     const root = tracing.start('GET /x', { kind: 'server', parent: {} })

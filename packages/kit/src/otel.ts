@@ -4,6 +4,7 @@ import {
   defaultTextMapSetter,
   ROOT_CONTEXT,
   SamplingDecision,
+  type Span,
   type SpanContext,
   SpanKind as OtelKind,
   SpanStatusCode,
@@ -20,12 +21,12 @@ import {
   BatchSpanProcessor,
   type IdGenerator,
   ParentBasedSampler,
-  RandomIdGenerator,
   type Sampler,
   type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
+import { randomHex } from './ids.ts'
 import type { TracesSampler } from './settings.ts'
 import type { Carrier, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
@@ -50,6 +51,68 @@ const getter = {
   },
 }
 
+const ZERO_TRACE = '0'.repeat(32)
+const ZERO_SPAN = '0'.repeat(16)
+/** Random ids (W3C: not all zeros), from kit's pool of CSPRNG bytes. */
+const traceIdNew = (): string => {
+  const id = randomHex(16)
+  return id === ZERO_TRACE ? traceIdNew() : id
+}
+const spanIdNew = (): string => {
+  const id = randomHex(8)
+  return id === ZERO_SPAN ? spanIdNew() : id
+}
+
+/** A caller's `traceparent` as the W3C propagator accepts it (version 00, ids not zero), in parts. */
+const TRACEPARENT = /^00-((?!0{32})[0-9a-f]{32})-((?!0{16})[0-9a-f]{16})-([0-9a-f]{2})$/
+
+/**
+ * A span this process does not record: its ids for the children and the outgoing headers,
+ * its `traceparent` (flags 00) written once. What `trace.wrapSpanContext` makes, with the
+ * header kept.
+ */
+class DroppedSpan implements Span {
+  private readonly context: SpanContext
+  private traceparent: string | undefined
+  constructor(context: SpanContext) {
+    this.context = context
+  }
+  spanContext(): SpanContext {
+    return this.context
+  }
+  headers(): Record<string, string> {
+    this.traceparent ??= `00-${this.context.traceId}-${this.context.spanId}-00`
+    const state = this.context.traceState?.serialize()
+    return state ? { traceparent: this.traceparent, tracestate: state } : { traceparent: this.traceparent }
+  }
+  setAttribute(): this {
+    return this
+  }
+  setAttributes(): this {
+    return this
+  }
+  addEvent(): this {
+    return this
+  }
+  addLink(): this {
+    return this
+  }
+  addLinks(): this {
+    return this
+  }
+  setStatus(): this {
+    return this
+  }
+  updateName(): this {
+    return this
+  }
+  end(): void {}
+  isRecording(): boolean {
+    return false
+  }
+  recordException(): void {}
+}
+
 /** The sampler OTEL_TRACES_SAMPLER names (OTEL_TRACES_SAMPLER_ARG: the ratio). */
 export function samplerFor(name: TracesSampler, ratio: number): Sampler {
   const root = name.endsWith('always_on')
@@ -71,7 +134,8 @@ export function createOtelTracing(opts: {
   const exporter =
     opts.exporter ?? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
   const sampler = samplerFor(opts.sampler, opts.ratio)
-  const ids = new RandomIdGenerator()
+  // A caller's unsampled traceparent is dropped by a parent-based sampler whatever its root.
+  const parentBased = opts.sampler.startsWith('parentbased_')
   /**
    * The trace id `start` drew and sampled for a root span it then asks the SDK to start: the
    * SDK's next trace id (startSpan draws it synchronously, once, for a span without a valid
@@ -80,11 +144,11 @@ export function createOtelTracing(opts: {
   let nextTraceId: string | undefined
   const idGenerator: IdGenerator = {
     generateTraceId: () => {
-      const id = nextTraceId ?? ids.generateTraceId()
+      const id = nextTraceId ?? traceIdNew()
       nextTraceId = undefined
       return id
     },
-    generateSpanId: () => ids.generateSpanId(),
+    generateSpanId: spanIdNew,
   }
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
@@ -99,6 +163,8 @@ export function createOtelTracing(opts: {
   const propagator = new W3CTraceContextPropagator()
 
   const headersOf = (ctx: Context): Record<string, string> => {
+    const span = trace.getSpan(ctx)
+    if (span instanceof DroppedSpan) return span.headers()
     const out: Record<string, string> = {}
     propagator.inject(ctx, out, defaultTextMapSetter)
     return out
@@ -128,26 +194,52 @@ export function createOtelTracing(opts: {
 
   /** The root of a dropped trace: entered (its children and outgoing headers must see it), never recorded. */
   const droppedRoot = (ctx: Context): SpanHandle => ({
-    ...dropped,
+    recording: false,
     run: (fn) => enter(ctx, fn),
     headers: () => headersOf(ctx),
+    update: dropped.update,
+    end: dropped.end,
   })
+
+  /** A dropped span in `parent`'s trace (or a new one), flags 00, entered by its handle. */
+  const droppedIn = (parent: Context, traceId: string, traceState: SpanContext['traceState']): SpanHandle => {
+    const spanContext: SpanContext = {
+      traceId,
+      spanId: spanIdNew(),
+      traceFlags: TraceFlags.NONE,
+      ...(traceState ? { traceState } : {}),
+    }
+    return droppedRoot(trace.setSpan(parent, new DroppedSpan(spanContext)))
+  }
 
   const start = (name: string, o: SpanOptions = {}): SpanHandle => {
     let parent: Context
     if (o.parent) {
-      parent =
-        getter.get(o.parent, 'traceparent') === undefined
-          ? ROOT_CONTEXT
-          : propagator.extract(ROOT_CONTEXT, o.parent, getter)
+      const traceparent = getter.get(o.parent, 'traceparent')
+      if (traceparent === undefined) {
+        parent = ROOT_CONTEXT
+      } else {
+        // The commonest case of a service behind the gateway, decided without the propagator:
+        // a parent-based sampler drops a caller's unsampled trace (no tracestate to carry on).
+        if (parentBased && getter.get(o.parent, 'tracestate') === undefined) {
+          const parts = TRACEPARENT.exec(String(traceparent))
+          const flags = parts?.[3]
+          if (parts?.[1] && flags && (Number.parseInt(flags, 16) & TraceFlags.SAMPLED) === 0)
+            return droppedIn(ROOT_CONTEXT, parts[1], undefined)
+        }
+        parent = propagator.extract(ROOT_CONTEXT, o.parent, getter)
+      }
     } else {
       parent = contexts.active()
+      const current = trace.getSpan(parent)
+      // A span this process dropped: its children are dropped too.
+      if (current instanceof DroppedSpan) return dropped
       // A child of a span this process started unsampled is unsampled under every sampler here
       // (the parent-based ones follow the parent, traceidratio decides by the same trace id, the
       // always_* ones decide alike): no need to ask the sampler again. The flag, not
       // isRecording(): a sampled span that has ended still has recorded children.
-      const current = trace.getSpan(parent)?.spanContext()
-      if (current && !current.isRemote && (current.traceFlags & TraceFlags.SAMPLED) === 0) return dropped
+      const context = current?.spanContext()
+      if (context && !context.isRemote && (context.traceFlags & TraceFlags.SAMPLED) === 0) return dropped
     }
     const kind = KINDS[o.kind ?? 'internal']
     // The sampler asked here, before the SDK: every request's server span is a root (gateway) or
@@ -160,18 +252,14 @@ export function createOtelTracing(opts: {
     if (!isTracingSuppressed(parent)) {
       const parentContext = trace.getSpanContext(parent)
       const continues = parentContext !== undefined && trace.isSpanContextValid(parentContext)
-      const traceId = continues ? parentContext.traceId : ids.generateTraceId()
+      const traceId = continues ? parentContext.traceId : traceIdNew()
       const decision = sampler.shouldSample(parent, traceId, name, kind, o.attributes ?? {}, [])
-      if (decision.decision === SamplingDecision.NOT_RECORD) {
-        const traceState = decision.traceState ?? (continues ? parentContext.traceState : undefined)
-        const spanContext: SpanContext = {
+      if (decision.decision === SamplingDecision.NOT_RECORD)
+        return droppedIn(
+          parent,
           traceId,
-          spanId: ids.generateSpanId(),
-          traceFlags: TraceFlags.NONE,
-          ...(traceState ? { traceState } : {}),
-        }
-        return droppedRoot(trace.setSpan(parent, trace.wrapSpanContext(spanContext)))
-      }
+          decision.traceState ?? (continues ? parentContext.traceState : undefined),
+        )
       // Sampled: the SDK starts the span, in the trace decided on (it asks the sampler again,
       // which answers the same).
       if (!continues) nextTraceId = traceId
