@@ -5,7 +5,7 @@
  *
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
  *        [--gateways 1 --renders 1] [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
- *        [--log-level info] [--cpu-prof] [--keep-logs] [--tracing [--processes 1]]
+ *        [--log-level info] [--cpu-prof] [--keep-logs] [--tracing [--processes 1] [--together]]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
@@ -22,7 +22,9 @@
  * parentbased_traceidratio), exporting OTLP to a sink in this process, loaded in interleaved
  * rounds (the order turns each round). --processes P (default 1): P processes of each variant,
  * started in turn, round i loading the (i mod P)-th, so that one process's luck is not the
- * variant's; the per-round ratios are printed with their median. The last line printed is
+ * variant's; the per-round ratios are printed with their median. --together: each round loads
+ * the three variants at the same time (--connections each), so that they share the machine's
+ * moods and its CPU; the autocannon CPU printed is then the three loads'. The last line printed is
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { randomBytes } from 'node:crypto'
@@ -61,6 +63,8 @@ const { values: args } = parseArgs({
     tracing: { type: 'boolean', default: false },
     /** --tracing: processes of each variant, taken in turn by the rounds. */
     processes: { type: 'string', default: '1' },
+    /** --tracing: the variants loaded at the same time in each round, not one after another. */
+    together: { type: 'boolean', default: false },
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
     'log-level': { type: 'string' },
@@ -715,6 +719,15 @@ async function mainTracing(): Promise<void> {
   const exportedBefore = { ...sink.counts }
   const slice = duration / rounds
   for (let i = 0; i < rounds; i++) {
+    if (args.together) {
+      // All three at once, each with its own connections: the machine's moods weigh on all alike,
+      // and the processes share the CPU, so the one that needs more a request serves fewer.
+      const runs = await Promise.all(chains.map((c) => c.members[i % processes]?.run(slice)))
+      runs.forEach((r, j) => {
+        if (r) chains[j]?.runs.push(r)
+      })
+      continue
+    }
     // The order turns each round: off, 1.0, 0.1; 1.0, 0.1, off; ...; round i loads process i mod P.
     for (let j = 0; j < chains.length; j++) {
       const c = chains[(i + j) % chains.length]
@@ -727,7 +740,8 @@ async function mainTracing(): Promise<void> {
     const first = c.members[0]
     if (first) log(describe(`tracing ${c.label}`, c.summary, c.runs, first.chain))
   }
-  if (summaries.some((c) => c.summary.otherLoad > 0.15)) {
+  // Loaded together, each variant's "other processes" are the other two.
+  if (!args.together && summaries.some((c) => c.summary.otherLoad > 0.15)) {
     log('  note: the machine was busy with other work during the runs; the figures above carry that noise')
   }
   log(
