@@ -753,15 +753,9 @@ async function mainTracing(): Promise<void> {
     Object.entries(s.cpuPerRequest)
       .filter(([name]) => name.startsWith('embedded'))
       .reduce((a, [, us]) => a + us, 0)
-  const ratios = (c: typeof off) =>
-    c.runs.map((r, i) => r.result.reqPerSec / (off.runs[i]?.result.reqPerSec ?? Number.NaN))
   const perRound = (c: typeof off) => {
-    const each = ratios(c)
-    const sorted = [...each].sort((a, b) => a - b)
-    const mid = sorted.length / 2
-    const median =
-      sorted.length % 2 ? sorted[Math.floor(mid)] : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-    return `${each.map((r) => r.toFixed(2)).join(', ')} (median ${fmt(median ?? Number.NaN, 2)})`
+    const each = c.runs.map((r, i) => r.result.reqPerSec / (off.runs[i]?.result.reqPerSec ?? Number.NaN))
+    return `${each.map((r) => r.toFixed(2)).join(', ')} (median ${fmt(median(each), 2)})`
   }
   log(
     `per-round ratios to off: 1.0 ${perRound(all)}; 0.1 ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, 0.1 ${fmt(serviceCpu(tenth.summary), 0)} µs`,

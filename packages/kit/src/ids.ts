@@ -18,8 +18,6 @@ export function randomHex(bytes: number): string {
   return hex
 }
 
-const random8 = () => randomHex(8)
-
 /**
  * A 24-hex identifier laid out like a MongoDB ObjectId (4-byte seconds, then random),
  * so that ids look and sort the same in every store.
@@ -28,7 +26,7 @@ export function newId(): string {
   const time = Math.floor(Date.now() / 1000)
     .toString(16)
     .padStart(8, '0')
-  return time + random8()
+  return time + randomHex(8)
 }
 
 export function isId(value: unknown): value is string {

@@ -222,10 +222,9 @@ export function createOtelTracing(opts: {
         // The commonest case of a service behind the gateway, decided without the propagator:
         // a parent-based sampler drops a caller's unsampled trace (no tracestate to carry on).
         if (parentBased && getter.get(o.parent, 'tracestate') === undefined) {
-          const parts = TRACEPARENT.exec(String(traceparent))
-          const flags = parts?.[3]
-          if (parts?.[1] && flags && (Number.parseInt(flags, 16) & TraceFlags.SAMPLED) === 0)
-            return droppedIn(ROOT_CONTEXT, parts[1], undefined)
+          const [, traceId, , flags] = TRACEPARENT.exec(String(traceparent)) ?? []
+          if (traceId && flags && (Number.parseInt(flags, 16) & TraceFlags.SAMPLED) === 0)
+            return droppedIn(ROOT_CONTEXT, traceId, undefined)
         }
         parent = propagator.extract(ROOT_CONTEXT, o.parent, getter)
       }
