@@ -126,18 +126,19 @@ describe('the dashboard Playground in a real browser', () => {
     await page.getByLabel('name').fill('Ada')
     await page.getByRole('button', { name: 'Run', exact: true }).click()
     const out = page.locator('.pg-output').first()
-    // Part of the answer is shown while the rest is still coming, and no usage yet. Both are read
-    // in one look at the page: read one after the other, a loaded machine could finish the answer
-    // in between (it did in CI).
-    await until(() => page.getByRole('button', { name: 'Stop' }).isVisible()).toBe(true)
+    // Part of the answer is shown while the rest is still coming, with Stop and no usage yet. All
+    // three are read in one look at the page: read one after the other, a loaded machine could
+    // finish the answer in between (it did in CI).
     const look = `(() => {
       const text = document.querySelector('.pg-output')?.innerText.trim() ?? ''
       const usage = document.querySelector('[data-testid="run-usage"]') !== null
-      return text.length > 0 && text !== 'Draft hello Ada' ? { partial: text, usage } : 'not partial'
+      const stop = [...document.querySelectorAll('button')].some((b) => b.textContent.trim() === 'Stop')
+      return text.length > 0 && text !== 'Draft hello Ada' ? { partial: text, usage, stop } : 'not partial'
     })()`
     await until(() => page.evaluate(look)).toEqual({
       partial: expect.stringMatching(/^Draft( hello)?$/),
       usage: false,
+      stop: true,
     })
     await until(() => out.innerText()).toBe('Draft hello Ada')
     await until(() => page.getByTestId('run-usage').innerText()).toMatch(
