@@ -5,7 +5,8 @@
  *
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
  *        [--gateways 1 --renders 1] [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
- *        [--log-level info] [--cpu-prof] [--keep-logs] [--tracing [--processes 1] [--together]]
+ *        [--log-level info] [--cpu-prof] [--keep-logs]
+ *        [--tracing [--processes 1] [--together] [--rate R]]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
@@ -24,7 +25,11 @@
  * started in turn, round i loading the (i mod P)-th, so that one process's luck is not the
  * variant's; the per-round ratios are printed with their median. --together: each round loads
  * the three variants at the same time (--connections each), so that they share the machine's
- * moods and its CPU; the autocannon CPU printed is then the three loads'. The last line printed is
+ * moods and its CPU; the autocannon CPU printed is then the three loads'. --rate R: each variant
+ * loaded at R requests a second rather than as fast as it answers (the throughput ratios then read
+ * 1.00), and a line with the CPU a request of each variant above its idle CPU, at the same rate:
+ * the cost of tracing without the feedback of a saturated machine, where the variant that costs
+ * more also gets less of the CPU. The last line printed is
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { randomBytes } from 'node:crypto'
@@ -65,6 +70,12 @@ const { values: args } = parseArgs({
     processes: { type: 'string', default: '1' },
     /** --tracing: the variants loaded at the same time in each round, not one after another. */
     together: { type: 'boolean', default: false },
+    /**
+     * --tracing: each variant loaded at this many requests a second (autocannon's overallRate),
+     * below what any of them can take, instead of as fast as it answers; the CPU a request is then
+     * compared at the same rate, above each process's idle CPU (measured first).
+     */
+    rate: { type: 'string' },
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
     'log-level': { type: 'string' },
@@ -117,6 +128,10 @@ const warmup = Number(args.warmup)
 const connections = Number(args.connections)
 const rounds = Math.max(1, Number(args.rounds))
 const processes = Math.min(8, Math.max(1, Number(args.processes) || 1))
+const rate = args.rate === undefined ? undefined : Number(args.rate)
+if (rate !== undefined && !(Number.isInteger(rate) && rate >= 1 && rate <= 100_000))
+  usage(`--rate must be an integer from 1 to 100000 requests a second, not '${args.rate}'`)
+if (rate !== undefined && !args.tracing) usage('--rate needs --tracing')
 
 const ADMIN = { email: 'bench@example.com', password: 'bench password 0123456789' }
 const TEMPLATE =
@@ -406,6 +421,7 @@ async function load(
     duration: seconds,
     expectBody,
     timeout: 10,
+    ...(rate !== undefined ? { overallRate: rate } : {}),
   }))
   const before = procs.map((c) => cpuSeconds(c.pid))
   const selfBefore = process.cpuUsage()
@@ -716,6 +732,22 @@ async function mainTracing(): Promise<void> {
   }
   log(processes > 1 ? `warming up (${processes} processes a variant)` : 'warming up')
   for (const c of chains) for (const m of c.members) await m.run(warmup)
+  // --rate: what each process spends with no load (its timers and pollers), so that the CPU a
+  // request can be read above it: at a fixed rate the idle share is the same µs a request for every
+  // variant and would only dilute their ratio.
+  const idlePerSecond = new Map<string, number>()
+  if (rate !== undefined) {
+    const idleSeconds = 6
+    const all = chains.flatMap((c) => c.members.flatMap((m) => m.chain.procs))
+    const before = all.map((p) => cpuSeconds(p.child.pid))
+    await new Promise((r) => setTimeout(r, idleSeconds * 1000))
+    all.forEach((p, i) =>
+      idlePerSecond.set(p.name, (cpuSeconds(p.child.pid) - (before[i] ?? 0)) / idleSeconds),
+    )
+    log(
+      `idle CPU (no load, ${idleSeconds} s): ${all.map((p) => `${p.name} ${fmt((idlePerSecond.get(p.name) ?? 0) * 100)} %`).join(', ')}`,
+    )
+  }
   const exportedBefore = { ...sink.counts }
   const slice = duration / rounds
   for (let i = 0; i < rounds; i++) {
@@ -760,6 +792,24 @@ async function mainTracing(): Promise<void> {
   log(
     `per-round ratios to off: 1.0 ${perRound(all)}; 0.1 ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, 0.1 ${fmt(serviceCpu(tenth.summary), 0)} µs`,
   )
+  if (rate !== undefined) {
+    // The service's CPU over the measured rounds less its idle CPU over the same seconds, a request.
+    const aboveIdle = (c: typeof off) => {
+      let used = 0
+      let requests = 0
+      for (const r of c.runs) {
+        requests += r.result.requests
+        for (const [name, seconds] of Object.entries(r.cpu)) {
+          if (name.startsWith('embedded')) used += seconds - (idlePerSecond.get(name) ?? 0) * r.result.seconds
+        }
+      }
+      return (used * 1e6) / requests
+    }
+    const [a0, a1, a01] = [aboveIdle(off), aboveIdle(all), aboveIdle(tenth)]
+    log(
+      `at ${rate} req/s each (achieved: off ${fmt(off.summary.reqPerSec, 0)}, 1.0 ${fmt(all.summary.reqPerSec, 0)}, 0.1 ${fmt(tenth.summary.reqPerSec, 0)}), CPU per request above idle: off ${fmt(a0, 0)} µs, 1.0 ${fmt(a1, 0)} µs (${fmt((a1 / a0 - 1) * 100)} %), 0.1 ${fmt(a01, 0)} µs (${fmt((a01 / a0 - 1) * 100)} %)`,
+    )
+  }
   for (const child of children) log(`  peak RSS ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
   sink.close()
   log(
