@@ -741,9 +741,9 @@ async function mainTracing(): Promise<void> {
     const all = chains.flatMap((c) => c.members.flatMap((m) => m.chain.procs))
     const before = all.map((p) => cpuSeconds(p.child.pid))
     await new Promise((r) => setTimeout(r, idleSeconds * 1000))
-    all.forEach((p, i) =>
-      idlePerSecond.set(p.name, (cpuSeconds(p.child.pid) - (before[i] ?? 0)) / idleSeconds),
-    )
+    all.forEach((p, i) => {
+      idlePerSecond.set(p.name, (cpuSeconds(p.child.pid) - (before[i] ?? 0)) / idleSeconds)
+    })
     log(
       `idle CPU (no load, ${idleSeconds} s): ${all.map((p) => `${p.name} ${fmt((idlePerSecond.get(p.name) ?? 0) * 100)} %`).join(', ')}`,
     )
