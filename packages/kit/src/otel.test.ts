@@ -1,4 +1,4 @@
-import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
+import { context, createContextKey, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
 import {
   InMemorySpanExporter,
   SamplingDecision,
@@ -6,7 +6,7 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createOtelTracing, samplerFor } from './otel.ts'
+import { createOtelTracing, DroppedSpan, samplerFor, withDropped } from './otel.ts'
 import { type Tracing, traceMethods } from './tracing.ts'
 
 const TRACE_LOW = '00000000000000000000000000000001' // kept by any ratio above 0
@@ -29,6 +29,36 @@ function decide(
         })
   return samplerFor(name, ratio).shouldSample(parent, traceId, 'x', SpanKind.SERVER, {}, []).decision
 }
+
+describe('the context of a dropped span', () => {
+  it('reads as the API’s trace.setSpan would: the span, the parent’s values, writes kept', () => {
+    const key = createContextKey('test key')
+    const other = createContextKey('other key')
+    const parent = ROOT_CONTEXT.setValue(key, 'from the parent')
+    const span = new DroppedSpan({
+      traceId: TRACE_LOW,
+      spanId: '00000000000000aa',
+      traceFlags: TraceFlags.NONE,
+    })
+    const ctx = withDropped(parent, span)
+    const api = trace.setSpan(parent, span)
+    expect(ctx.constructor.name).toBe('DroppedContext') // the cheap one, as the API keys spans today
+    expect(trace.getSpan(ctx)).toBe(span)
+    expect(trace.getSpanContext(ctx)).toEqual(trace.getSpanContext(api))
+    expect(ctx.getValue(key)).toBe('from the parent')
+    expect(ctx.getValue(other)).toBeUndefined()
+    const written = ctx.setValue(other, 2)
+    expect([trace.getSpan(written), written.getValue(key), written.getValue(other)]).toEqual([
+      span,
+      'from the parent',
+      2,
+    ])
+    expect(ctx.getValue(other)).toBeUndefined() // contexts are immutable
+    const deleted = ctx.deleteValue(key)
+    expect([trace.getSpan(deleted), deleted.getValue(key)]).toEqual([span, undefined])
+    expect(span.headers()).toEqual({ traceparent: `00-${TRACE_LOW}-00000000000000aa-00` })
+  })
+})
 
 describe('OTEL_TRACES_SAMPLER', () => {
   const kept = SamplingDecision.RECORD_AND_SAMPLED

@@ -71,7 +71,7 @@ const TRACEPARENT = /^00-((?!0{32})[0-9a-f]{32})-((?!0{16})[0-9a-f]{16})-([0-9a-
  * its `traceparent` (flags 00) written once. What `trace.wrapSpanContext` makes, with the
  * header kept.
  */
-class DroppedSpan implements Span {
+export class DroppedSpan implements Span {
   private readonly context: SpanContext
   private traceparent: string | undefined
   constructor(context: SpanContext) {
@@ -112,6 +112,48 @@ class DroppedSpan implements Span {
   }
   recordException(): void {}
 }
+
+/** The key the API keeps a context's span under: `createContextKey` is `Symbol.for` (checked below). */
+const SPAN_KEY = Symbol.for('OpenTelemetry Context Key SPAN')
+
+/**
+ * The context of a dropped span: its parent's values and the span, read through without copying
+ * the parent's (the API's context copies its parent's map and makes three closures, for each
+ * request). A value set on it or deleted from it gives the API's own context, as
+ * `trace.setSpan(parent, span)` would have.
+ */
+class DroppedContext implements Context {
+  private readonly parent: Context
+  private readonly span: DroppedSpan
+  constructor(parent: Context, span: DroppedSpan) {
+    this.parent = parent
+    this.span = span
+  }
+  getValue(key: symbol): unknown {
+    return key === SPAN_KEY ? this.span : this.parent.getValue(key)
+  }
+  setValue(key: symbol, value: unknown): Context {
+    return trace.setSpan(this.parent, this.span).setValue(key, value)
+  }
+  deleteValue(key: symbol): Context {
+    return trace.setSpan(this.parent, this.span).deleteValue(key)
+  }
+}
+
+/**
+ * `parent` with `span` as its span: a DroppedContext where the API reads a context's span by
+ * SPAN_KEY (every version so far; checked once here), else the API's own.
+ */
+export const withDropped: (parent: Context, span: DroppedSpan) => Context = (() => {
+  const probe = new DroppedSpan({
+    traceId: '1'.repeat(32),
+    spanId: '1'.repeat(16),
+    traceFlags: TraceFlags.NONE,
+  })
+  return trace.getSpan(new DroppedContext(ROOT_CONTEXT, probe)) === probe
+    ? (parent, span) => new DroppedContext(parent, span)
+    : (parent, span) => trace.setSpan(parent, span)
+})()
 
 /** The sampler OTEL_TRACES_SAMPLER names (OTEL_TRACES_SAMPLER_ARG: the ratio). */
 export function samplerFor(name: TracesSampler, ratio: number): Sampler {
@@ -209,7 +251,7 @@ export function createOtelTracing(opts: {
       traceFlags: TraceFlags.NONE,
       ...(traceState ? { traceState } : {}),
     }
-    return droppedRoot(trace.setSpan(parent, new DroppedSpan(spanContext)))
+    return droppedRoot(withDropped(parent, new DroppedSpan(spanContext)))
   }
 
   const start = (name: string, o: SpanOptions = {}): SpanHandle => {
