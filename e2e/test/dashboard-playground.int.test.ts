@@ -122,13 +122,13 @@ describe('the dashboard Playground in a real browser', () => {
     // Defaults from the draft's config.
     await until(() => page.getByLabel('Model', { exact: true }).inputValue()).toBe('echo-model')
     expect(await page.getByLabel('Temperature').inputValue()).toBe('0.5')
-    await page.getByLabel('Model', { exact: true }).fill('fake-drip-400')
+    await page.getByLabel('Model', { exact: true }).fill('fake-drip-1500')
     await page.getByLabel('name').fill('Ada')
     await page.getByRole('button', { name: 'Run', exact: true }).click()
     const out = page.locator('.pg-output').first()
     // Part of the answer is shown while the rest is still coming, with Stop and no usage yet. All
     // three are read in one look at the page: read one after the other, a loaded machine could
-    // finish the answer in between (it did in CI).
+    // finish the answer in between (it did in CI). A word each 1.5 s: 3 s of a partial answer.
     const look = `(() => {
       const text = document.querySelector('.pg-output')?.innerText.trim() ?? ''
       const usage = document.querySelector('[data-testid="run-usage"]') !== null
@@ -146,11 +146,11 @@ describe('the dashboard Playground in a real browser', () => {
     )
     const sent = fake.find('Draft hello Ada')
     expect(sent.length).toBeGreaterThan(0)
-    expect(sent[0]?.body).toMatchObject({ model: 'fake-drip-400', temperature: 0.5, stream: true })
+    expect(sent[0]?.body).toMatchObject({ model: 'fake-drip-1500', temperature: 0.5, stream: true })
   })
 
   it('Stop aborts a streaming run', async () => {
-    await page.getByLabel('Model', { exact: true }).fill('fake-drip-400')
+    await page.getByLabel('Model', { exact: true }).fill('fake-drip-1500')
     await page.getByLabel('name').fill('Stopper one two three four five')
     await page.getByRole('button', { name: 'Run', exact: true }).click()
     await page.getByRole('button', { name: 'Stop' }).click()

@@ -59,6 +59,19 @@ describe('the dashboard: an author’s journey in a real browser', () => {
     return (await page.locator('.cm-content').innerText()).replace(/\u200b/g, '')
   }
 
+  /**
+   * Waits until a navigation cannot cut a token refresh off half-way: one cut after identity
+   * rotated the token, but before the browser kept the new cookie, sends the old one again on the
+   * next load, a reuse that ends the session. The page asks again 5 s after an answer at the
+   * earliest, so one less than 2 s ago leaves 3 s for the navigation to start; otherwise this
+   * waits for the next one.
+   */
+  async function afterARefresh(): Promise<void> {
+    if (Date.now() - lastRefreshAt > 2_000) {
+      await page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/refresh'), { timeout: 10_000 })
+    }
+  }
+
   beforeAll(async () => {
     // The page under test is the one built from the current sources.
     const dashboardDir = prepareDashboard()
@@ -174,7 +187,8 @@ describe('the dashboard: an author’s journey in a real browser', () => {
 
     // ---- edit: variables follow the template; save the draft
     await expect.poll(() => page.getByRole('heading', { name: 'Welcome message' }).isVisible()).toBe(true)
-    expect(await page.locator('.cm-variable').count()).toBe(2)
+    // The editor is made in a step after the heading's render.
+    await expect.poll(() => page.locator('.cm-variable').count()).toBe(2)
     await page.getByLabel('name default').fill('there')
     await page.getByLabel('name required').uncheck()
     await page.getByLabel('place required').uncheck()
@@ -388,6 +402,7 @@ describe('the dashboard: an author’s journey in a real browser', () => {
       body: JSON.stringify({ name: 'Beta' }),
     })
     expect(beta.status).toBe(201)
+    await afterARefresh()
     await page.reload()
     const switcher = page.getByLabel('Organization')
     await expect.poll(() => switcher.locator('option').allInnerTexts()).toEqual(['Acme', 'Beta'])
@@ -401,13 +416,8 @@ describe('the dashboard: an author’s journey in a real browser', () => {
     expect(refreshes.length).toBeGreaterThan(2)
     expect(refreshes.every((status) => status === 200)).toBe(true)
 
-    // ---- reload: still signed in (the cookie is exchanged for a new access token). Right
-    // after a refresh, so that the reload does not cut one off half-way: the page asks again
-    // 5 s after an answer at the earliest, so one less than 2 s ago (often the reload's above)
-    // leaves 3 s for the navigation to start; otherwise wait for the next one.
-    if (Date.now() - lastRefreshAt > 2_000) {
-      await page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/refresh'), { timeout: 10_000 })
-    }
+    // ---- reload: still signed in (the cookie is exchanged for a new access token)
+    await afterARefresh()
     await page.goto(`${promptUrl}/environments`)
     await expect.poll(() => page.getByRole('heading', { name: 'Welcome message' }).isVisible()).toBe(true)
     expect(page.url()).toBe(`${promptUrl}/environments`)
