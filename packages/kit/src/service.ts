@@ -116,11 +116,14 @@ class AccessLog extends LogController {
  * one write per log line (and, with pino's default asynchronous writes, one thread-pool
  * hand-off per write) was a measurable share of a service's CPU (bench/README.md). A line waits
  * at most 200 ms; the rest is flushed when the service closes or the process exits. Writes stay
- * within PIPE_BUF (4096 bytes), so that lines of services sharing one stdout (the embedded
- * default) never interleave mid-line.
+ * within PIPE_BUF (4096 bytes), so that lines of processes sharing one stdout never interleave
+ * mid-line. One for the process: the embedded default's seven services share its buffer and its
+ * flush timer (which writes even when there is nothing to write, one system call each time).
  */
+let processStdout: ReturnType<typeof destination> | undefined
 function logDestination(): ReturnType<typeof destination> {
-  return destination({ dest: 1, sync: true, minLength: 2048, maxWrite: 4096, periodicFlush: 200 })
+  processStdout ??= destination({ dest: 1, sync: true, minLength: 2048, maxWrite: 4096, periodicFlush: 200 })
+  return processStdout
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
