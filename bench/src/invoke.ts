@@ -6,7 +6,7 @@
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
  *        [--gateways 1 --renders 1] [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
  *        [--log-level info] [--cpu-prof] [--keep-logs]
- *        [--tracing [--processes 1] [--together] [--rate R]]
+ *        [--tracing [--processes 1] [--together] [--rate R] [--ratio 0.1]]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
@@ -29,7 +29,8 @@
  * loaded at R requests a second rather than as fast as it answers (the throughput ratios then read
  * 1.00), and a line with the CPU a request of each variant above its idle CPU, at the same rate:
  * the cost of tracing without the feedback of a saturated machine, where the variant that costs
- * more also gets less of the CPU. The last line printed is
+ * more also gets less of the CPU. --ratio R: the third variant's ratio instead of 0.1 (0: every
+ * trace dropped, what the unsampled requests cost). The last line printed is
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { randomBytes } from 'node:crypto'
@@ -76,6 +77,8 @@ const { values: args } = parseArgs({
      * compared at the same rate, above each process's idle CPU (measured first).
      */
     rate: { type: 'string' },
+    /** --tracing: the third variant's sampler ratio (0.1 unless given; 0 drops every trace). */
+    ratio: { type: 'string', default: '0.1' },
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
     'log-level': { type: 'string' },
@@ -132,6 +135,9 @@ const rate = args.rate === undefined ? undefined : Number(args.rate)
 if (rate !== undefined && !(Number.isInteger(rate) && rate >= 1 && rate <= 100_000))
   usage(`--rate must be an integer from 1 to 100000 requests a second, not '${args.rate}'`)
 if (rate !== undefined && !args.tracing) usage('--rate needs --tracing')
+const third = args.ratio
+if (!/^(0(\.\d{1,4})?|1(\.0{1,4})?)$/.test(third))
+  usage(`--ratio must be a number from 0 to 1, not '${third}'`)
 
 const ADMIN = { email: 'bench@example.com', password: 'bench password 0123456789' }
 const TEMPLATE =
@@ -709,7 +715,11 @@ async function mainTracing(): Promise<void> {
   const variants = [
     { name: 'off', label: 'off', env: {} },
     { name: 'ratio1', label: '1.0', env: traced('1') },
-    { name: 'ratio01', label: '0.1', env: traced('0.1') },
+    {
+      name: third === '0.1' ? 'ratio01' : `ratio${third.replace('.', '')}`,
+      label: third,
+      env: traced(third),
+    },
   ]
   // Started in turn (off 1, 1.0 1, 0.1 1, off 2, ...), so that no variant gets one stretch of
   // the run's starts. On the 2-core VM an off/off/0.1 run (the same code twice) measured the two
@@ -790,7 +800,7 @@ async function mainTracing(): Promise<void> {
     return `${each.map((r) => r.toFixed(2)).join(', ')} (median ${fmt(median(each), 2)})`
   }
   log(
-    `per-round ratios to off: 1.0 ${perRound(all)}; 0.1 ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, 0.1 ${fmt(serviceCpu(tenth.summary), 0)} µs`,
+    `per-round ratios to off: 1.0 ${perRound(all)}; ${third} ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, ${third} ${fmt(serviceCpu(tenth.summary), 0)} µs`,
   )
   if (rate !== undefined) {
     // The service's CPU over the measured rounds less its idle CPU over the same seconds, a request.
@@ -807,13 +817,13 @@ async function mainTracing(): Promise<void> {
     }
     const [a0, a1, a01] = [aboveIdle(off), aboveIdle(all), aboveIdle(tenth)]
     log(
-      `at ${rate} req/s each (achieved: off ${fmt(off.summary.reqPerSec, 0)}, 1.0 ${fmt(all.summary.reqPerSec, 0)}, 0.1 ${fmt(tenth.summary.reqPerSec, 0)}), CPU per request above idle: off ${fmt(a0, 0)} µs, 1.0 ${fmt(a1, 0)} µs (${fmt((a1 / a0 - 1) * 100)} %), 0.1 ${fmt(a01, 0)} µs (${fmt((a01 / a0 - 1) * 100)} %)`,
+      `at ${rate} req/s each (achieved: off ${fmt(off.summary.reqPerSec, 0)}, 1.0 ${fmt(all.summary.reqPerSec, 0)}, ${third} ${fmt(tenth.summary.reqPerSec, 0)}), CPU per request above idle: off ${fmt(a0, 0)} µs, 1.0 ${fmt(a1, 0)} µs (${fmt((a1 / a0 - 1) * 100)} %), ${third} ${fmt(a01, 0)} µs (${fmt((a01 / a0 - 1) * 100)} %)`,
     )
   }
   for (const child of children) log(`  peak RSS ${child.name}: ${fmt(child.peakRssMiB() ?? Number.NaN)} MiB`)
   sink.close()
   log(
-    `tracing: 1.0/off ${(all.summary.reqPerSec / off.summary.reqPerSec).toFixed(2)}, 0.1/off ${(tenth.summary.reqPerSec / off.summary.reqPerSec).toFixed(2)} (off ${fmt(off.summary.reqPerSec, 0)} req/s, 1.0 ${fmt(all.summary.reqPerSec, 0)} req/s, 0.1 ${fmt(tenth.summary.reqPerSec, 0)} req/s)`,
+    `tracing: 1.0/off ${(all.summary.reqPerSec / off.summary.reqPerSec).toFixed(2)}, ${third}/off ${(tenth.summary.reqPerSec / off.summary.reqPerSec).toFixed(2)} (off ${fmt(off.summary.reqPerSec, 0)} req/s, 1.0 ${fmt(all.summary.reqPerSec, 0)} req/s, ${third} ${fmt(tenth.summary.reqPerSec, 0)} req/s)`,
   )
 }
 
