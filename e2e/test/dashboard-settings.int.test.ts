@@ -402,6 +402,22 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await expect.poll(() => delivery.innerText(), { timeout: 20_000 }).toContain('DELIVERED')
     expect(receiver.to('/hooks/publish')).toHaveLength(4)
     await check('settings-webhook-deliveries')
+    // An event published while the page is open: its delivery shows without Refresh (the log polls).
+    const another = await call<Data<{ _id: string }>>(base, 'POST', '/api/v1/prompts', {
+      token: adminToken,
+      body: { name: 'Delivery poll check', template: 'More notes' },
+    })
+    expect(another.status).toBe(201)
+    const again = await call(base, 'POST', `/api/v1/prompts/${another.body.data._id}/publish`, {
+      token: adminToken,
+      body: {},
+    })
+    expect(again.status).toBe(201)
+    await expect
+      .poll(() => deliveries.getByRole('listitem').filter({ hasText: 'version.published' }).count(), {
+        timeout: 20_000,
+      })
+      .toBe(2)
 
     // Edit: another URL; then disable, then delete (with a confirmation).
     await page.getByRole('link', { name: '← All webhooks' }).click()

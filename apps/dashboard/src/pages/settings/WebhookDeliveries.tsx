@@ -40,8 +40,9 @@ function DeliveryLog() {
         query: { page, limit: PAGE_SIZE, ...(status ? { status } : {}) },
       }),
     placeholderData: keepPreviousData,
-    // While something is still being tried, the log follows it.
-    refetchInterval: (q) => (q.state.data?.deliveries.some((d) => d.status === 'PENDING') ? 2000 : false),
+    // While something is still being tried, the log follows it; otherwise new deliveries (an
+    // event published after the page loaded) show within 5 s, while the tab is visible.
+    refetchInterval: (q) => (q.state.data?.deliveries.some((d) => d.status === 'PENDING') ? 2000 : 5000),
   })
   const refresh = () =>
     queryClient.invalidateQueries({ queryKey: settingsKeys.deliveries(organizationId, webhookId) })
