@@ -366,8 +366,8 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await page.waitForURL(/\/settings\/webhooks\/[0-9a-f]{24}$/)
     const deliveries = page.getByRole('list', { name: 'Deliveries' })
     const delivery = deliveries.getByRole('listitem').filter({ hasText: 'version.published' })
-    // The log follows the PENDING delivery until it is DELIVERED on the second attempt. It follows
-    // only what it has seen: should the page load before the event reached webhooks, Refresh.
+    // The log follows the PENDING delivery until it is DELIVERED on the second attempt. Should the
+    // page load before the event reached webhooks, Refresh (the log would also show it within 5 s).
     await expect
       .poll(
         async () => {
@@ -418,6 +418,8 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
         timeout: 20_000,
       })
       .toBe(2)
+    // Delivered (the receiver answers 200 now) before the webhook is edited below.
+    await expect.poll(() => receiver.to('/hooks/publish').length, { timeout: 20_000 }).toBe(5)
 
     // Edit: another URL; then disable, then delete (with a confirmation).
     await page.getByRole('link', { name: '← All webhooks' }).click()

@@ -41,8 +41,14 @@ function DeliveryLog() {
       }),
     placeholderData: keepPreviousData,
     // While something is still being tried, the log follows it; otherwise new deliveries (an
-    // event published after the page loaded) show within 5 s, while the tab is visible.
-    refetchInterval: (q) => (q.state.data?.deliveries.some((d) => d.status === 'PENDING') ? 2000 : 5000),
+    // event published after the page loaded) show within 5 s, while the tab is visible. Not
+    // after a failure (the webhook deleted meanwhile, the role gone): Refresh asks again.
+    refetchInterval: (q) =>
+      q.state.status === 'error'
+        ? false
+        : q.state.data?.deliveries.some((d) => d.status === 'PENDING')
+          ? 2000
+          : 5000,
   })
   const refresh = () =>
     queryClient.invalidateQueries({ queryKey: settingsKeys.deliveries(organizationId, webhookId) })
