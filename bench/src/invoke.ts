@@ -715,11 +715,7 @@ async function mainTracing(): Promise<void> {
   const variants = [
     { name: 'off', label: 'off', env: {} },
     { name: 'ratio1', label: '1.0', env: traced('1') },
-    {
-      name: third === '0.1' ? 'ratio01' : `ratio${third.replace('.', '')}`,
-      label: third,
-      env: traced(third),
-    },
+    { name: `ratio${third.replace('.', '')}`, label: third, env: traced(third) },
   ]
   // Started in turn (off 1, 1.0 1, 0.1 1, off 2, ...), so that no variant gets one stretch of
   // the run's starts. On the 2-core VM an off/off/0.1 run (the same code twice) measured the two
