@@ -34,7 +34,6 @@
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { randomBytes } from 'node:crypto'
-import { createServer } from 'node:http'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -52,6 +51,7 @@ import {
   startLoadGenerator,
   waitReady,
 } from './processes.ts'
+import { ADMIN, api, type InvokeTarget, prepare, startSink, TEMPLATE, VARIABLES } from './invokeSetup.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -96,7 +96,7 @@ const { values: args } = parseArgs({
 })
 const mode = args.mode
 if (mode !== 'embedded' && mode !== 'distributed') throw new Error('--mode is embedded or distributed')
-const target = args.target
+const target = args.target as InvokeTarget
 if (target !== 'current' && target !== 'env' && target !== 'split')
   throw new Error('--target is current, env or split')
 
@@ -139,18 +139,6 @@ const third = args.ratio
 if (!/^0(\.\d{1,4})?$/.test(third))
   usage(`--ratio must be a number from 0 to below 1 (1.0 is the second variant already), not '${third}'`)
 
-const ADMIN = { email: 'bench@example.com', password: 'bench password 0123456789' }
-const TEMPLATE =
-  'You are a helpful assistant for {{company}}. Answer the customer {{ name }} in {{language}}, ' +
-  'in a friendly tone, in at most {{limit}} words. Their question: {{question}}'
-const VARIABLES = {
-  company: 'Acme',
-  name: 'Ada',
-  language: 'English',
-  limit: 120,
-  question: 'How do I reset my password?',
-}
-
 const log = (line: string) => process.stdout.write(`${line}\n`)
 const workDir = mkdtempSync(join(tmpdir(), 'pm-bench-'))
 const logDir = join(workDir, 'logs')
@@ -160,25 +148,6 @@ const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`]
 const children: Child[] = []
 /** The scaling bench's load generators, one per gateway (and per bare proxy: the same ones in turn). */
 const generators: LoadGenerator[] = []
-
-interface Json {
-  data?: Record<string, unknown>
-  error?: { code: string; message: string }
-}
-
-async function api(base: string, method: string, path: string, token?: string, body?: unknown) {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: {
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const json = (await res.json()) as Json
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json.error)}`)
-  return json.data ?? {}
-}
 
 interface Chain {
   /** The first front process's URL (the gateway's, or the bare proxy's). */
@@ -543,51 +512,6 @@ async function freshness(gateway: string, token: string, apiKey: string, promptI
   return { firstTry, max: Math.max(...delays) }
 }
 
-/** Signs in, creates a rate-limited API key and a published prompt, and checks one invoke. */
-async function prepare(gateway: string) {
-  const login = await api(gateway, 'POST', '/api/v1/auth/login', undefined, ADMIN)
-  const token = String(login.accessToken)
-  const org = String(login.organizationId)
-  // A limit high enough never to be hit, so the limiter is on the path but never refuses.
-  const created = await api(gateway, 'POST', `/api/v1/organizations/${org}/api-keys`, token, {
-    name: 'bench',
-    scopes: ['prompts:read', 'prompts:write'],
-    rateLimit: { points: 1_000_000, durationSeconds: 60 },
-  })
-  const apiKey = String(created.key)
-  const prompt = await api(gateway, 'POST', '/api/v1/prompts', apiKey, {
-    name: 'Bench prompt',
-    template: TEMPLATE,
-  })
-  const promptId = String(prompt._id)
-  const v1 = await api(gateway, 'POST', `/api/v1/prompts/${promptId}/publish`, token, {})
-  if (target === 'env') {
-    await api(gateway, 'POST', `/api/v1/prompts/${promptId}/environments/production/promote`, token, {
-      version: 1,
-    })
-  } else if (target === 'split') {
-    const v2 = await api(gateway, 'POST', `/api/v1/prompts/${promptId}/publish`, token, {})
-    await api(gateway, 'POST', `/api/v1/prompts/${promptId}/environments/production/promote`, token, {
-      split: [
-        { versionId: String(v1._id), weight: 50 },
-        { versionId: String(v2._id), weight: 50 },
-      ],
-    })
-  }
-
-  const path = `/api/v1/prompts/${promptId}/invoke${target === 'current' ? '' : '?env=production'}`
-  const body = JSON.stringify(
-    target === 'split' ? { variables: VARIABLES, subject: 'bench-subject' } : { variables: VARIABLES },
-  )
-  const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
-  const first = await fetch(`${gateway}${path}`, { method: 'POST', headers, body })
-  const expected = await first.text()
-  if (first.status !== 200 || first.headers.get('x-service-version') === null) {
-    throw new Error(`invoke answered ${first.status}: ${expected}`)
-  }
-  return { token, apiKey, promptId, path, body, headers, expected }
-}
-
 async function main(): Promise<void> {
   log(
     scaled
@@ -596,7 +520,7 @@ async function main(): Promise<void> {
   )
   const full = await startFull()
   const gateway = full.url
-  const { token, apiKey, promptId, path, body, headers, expected } = await prepare(gateway)
+  const { token, apiKey, promptId, path, body, headers, expected } = await prepare(gateway, target)
   log(`full chain answers ${expected.length} bytes: ${expected.slice(0, 100)}...`)
   // Every other gateway (and, taken in turn, every render replica) answers the very same bytes.
   for (const front of full.fronts.slice(1)) {
@@ -683,24 +607,6 @@ async function main(): Promise<void> {
   )
 }
 
-/** An OTLP/HTTP endpoint that reads and counts what it is sent, answering an empty success. */
-async function startSink() {
-  const counts = { requests: 0, bytes: 0 }
-  const server = createServer((req, res) => {
-    req.on('data', (chunk: Buffer) => {
-      counts.bytes += chunk.length
-    })
-    req.on('end', () => {
-      counts.requests++
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const address = server.address()
-  if (!address || typeof address === 'string') throw new Error('sink: no address')
-  return { url: `http://127.0.0.1:${address.port}`, counts, close: () => server.close() }
-}
-
 /** --tracing: off, on at 1.0 and on at 0.1, in interleaved rounds. */
 async function mainTracing(): Promise<void> {
   log(
@@ -729,7 +635,7 @@ async function mainTracing(): Promise<void> {
   for (let k = 0; k < processes; k++) {
     for (const c of chains) {
       const chain = await startFull({ name: processes > 1 ? `${c.name}-${k + 1}` : c.name, env: c.env })
-      const prepared = await prepare(chain.url)
+      const prepared = await prepare(chain.url, target)
       const procs: Tracked[] = chain.procs.map((p) => ({ name: p.name, pid: p.child.pid }))
       const run = (seconds: number) =>
         load(chain, prepared.path, prepared.headers, prepared.body, prepared.expected, seconds, procs)

@@ -89,8 +89,10 @@ export function startChild(
   env: Record<string, string>,
   logDir: string,
   nodeFlags: string[] = [],
+  /** A command the process runs under, e.g. `['valgrind', '--tool=callgrind']`: node is its last argument. */
+  launcher: string[] = [],
 ): Child {
-  return spawnEntry(name, entry, env, logDir, nodeFlags, false)
+  return spawnEntry(name, entry, env, logDir, nodeFlags, false, launcher)
 }
 
 function spawnEntry(
@@ -100,12 +102,20 @@ function spawnEntry(
   logDir: string,
   nodeFlags: string[],
   piped: boolean,
+  launcher: string[] = [],
 ): Child {
   const logFile = join(logDir, `${name}.log`)
   const fd = openSync(logFile, 'a')
+  const nodeArgs = [
+    '--conditions=source',
+    '--disable-warning=ExperimentalWarning',
+    ...nodeFlags,
+    entryPath(entry),
+  ]
+  const [command, ...launcherArgs] = launcher
   const child = spawn(
-    process.execPath,
-    ['--conditions=source', '--disable-warning=ExperimentalWarning', ...nodeFlags, entryPath(entry)],
+    command ?? process.execPath,
+    command === undefined ? nodeArgs : [...launcherArgs, process.execPath, ...nodeArgs],
     {
       cwd: REPO_ROOT,
       env: { PATH: process.env.PATH ?? '', ...env },

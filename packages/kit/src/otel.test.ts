@@ -360,3 +360,33 @@ describe('a dropped server span is decided without the SDK', () => {
     await tracing.shutdown()
   })
 })
+
+describe('the span batch', () => {
+  it('OTEL_BSP_SCHEDULE_DELAY (scheduleDelayMs): an ended span waits that long for its batch, not the 1 s default', async () => {
+    vi.useFakeTimers()
+    try {
+      const send = (scheduleDelayMs?: number) => {
+        const exporter = new KeepingExporter()
+        const tracing = createOtelTracing({
+          endpoint: 'http://127.0.0.1:9',
+          serviceName: 'test',
+          sampler: 'always_on',
+          ratio: 1,
+          exporter,
+          ...(scheduleDelayMs !== undefined ? { scheduleDelayMs } : {}),
+        })
+        tracing.start('one').end()
+        return exporter
+      }
+      const late = send(5_000)
+      const usual = send()
+      await vi.advanceTimersByTimeAsync(1_100)
+      expect(usual.getFinishedSpans().map((s) => s.name)).toEqual(['one'])
+      expect(late.getFinishedSpans()).toEqual([])
+      await vi.advanceTimersByTimeAsync(4_000)
+      expect(late.getFinishedSpans().map((s) => s.name)).toEqual(['one'])
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+})

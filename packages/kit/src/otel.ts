@@ -170,6 +170,8 @@ export function createOtelTracing(opts: {
   serviceName: string
   sampler: TracesSampler
   ratio: number
+  /** The most an ended span waits before its batch is sent (OTEL_BSP_SCHEDULE_DELAY; default 1 s). */
+  scheduleDelayMs?: number
   /** Instead of OTLP over HTTP to `endpoint` (tests). */
   exporter?: SpanExporter
 }): Tracing {
@@ -196,8 +198,10 @@ export function createOtelTracing(opts: {
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
     sampler,
     idGenerator,
-    // Exported within a second: a trace is in the backend while the request is still in mind.
-    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })],
+    // Exported within a second by default: a trace is in the backend while the request is still in mind.
+    spanProcessors: [
+      new BatchSpanProcessor({ exporter, scheduledDelayMillis: opts.scheduleDelayMs ?? 1_000 }),
+    ],
   })
   const tracer = provider.getTracer('prompt-service')
   const contexts = new AsyncLocalStorageContextManager()

@@ -120,6 +120,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
   OTEL_SERVICE_NAME?: string | undefined
   OTEL_TRACES_SAMPLER?: TracesSampler | undefined
   OTEL_TRACES_SAMPLER_ARG?: number | undefined
+  OTEL_BSP_SCHEDULE_DELAY?: number | undefined
 } {
   return loadConfig(
     Type.Object({
@@ -130,6 +131,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
       OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,
       OTEL_TRACES_SAMPLER: commonSettings.OTEL_TRACES_SAMPLER,
       OTEL_TRACES_SAMPLER_ARG: commonSettings.OTEL_TRACES_SAMPLER_ARG,
+      OTEL_BSP_SCHEDULE_DELAY: commonSettings.OTEL_BSP_SCHEDULE_DELAY,
     }),
     env,
   )

@@ -40,6 +40,11 @@ export const commonSettings = {
   OTEL_TRACES_SAMPLER: Type.Optional(Type.Union(TRACES_SAMPLERS.map((s) => Type.Literal(s)))),
   /** The share of traces kept by the traceidratio samplers, 0 to 1 (default 1). */
   OTEL_TRACES_SAMPLER_ARG: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  /**
+   * OpenTelemetry's standard OTEL_BSP_SCHEDULE_DELAY: the most milliseconds an ended span waits
+   * in its batch before the batch is sent (default 1000; a full batch, 512 spans, goes at once).
+   */
+  OTEL_BSP_SCHEDULE_DELAY: Type.Optional(Type.Integer({ minimum: 1, maximum: 600_000 })),
   /** Signs the caller context between the gateway and the services. */
   INTERNAL_AUTH_SECRET: Type.String({ minLength: 32 }),
 }

@@ -16,6 +16,7 @@ export interface TracingSettings {
   OTEL_SERVICE_NAME?: string | undefined
   OTEL_TRACES_SAMPLER?: TracesSampler | undefined
   OTEL_TRACES_SAMPLER_ARG?: number | undefined
+  OTEL_BSP_SCHEDULE_DELAY?: number | undefined
 }
 
 /** The process's tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set (SDK loaded now), else undefined. */
@@ -27,6 +28,9 @@ export async function tracingFor(config: TracingSettings, serviceName: string): 
     serviceName: config.OTEL_SERVICE_NAME ?? serviceName,
     sampler: config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
     ratio: config.OTEL_TRACES_SAMPLER_ARG ?? 1,
+    ...(config.OTEL_BSP_SCHEDULE_DELAY !== undefined
+      ? { scheduleDelayMs: config.OTEL_BSP_SCHEDULE_DELAY }
+      : {}),
   })
 }
 
