@@ -68,6 +68,9 @@ case "$task" in
   bench-run)
     exec "${NODE_RUN[@]}" bench/src/run.ts "$@"
     ;;
+  bench-tracing-instructions)
+    exec "${NODE_RUN[@]}" bench/src/tracing-instructions.ts "$@"
+    ;;
   cli)
     exec "${NODE_RUN[@]}" apps/cli/src/main.ts "$@"
     ;;
@@ -82,7 +85,7 @@ case "$task" in
     exec pnpm turbo "$@"
     ;;
   *)
-    echo "usage: scripts/run.sh start|test|bench-invoke|bench-run|cli|pack|turbo ..." >&2
+    echo "usage: scripts/run.sh start|test|bench-invoke|bench-run|bench-tracing-instructions|cli|pack|turbo ..." >&2
     exit 2
     ;;
 esac

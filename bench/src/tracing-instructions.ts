@@ -44,6 +44,8 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     ratios: { type: 'string', default: '1,0.1' },
     'keep-logs': { type: 'boolean', default: false },
+    /** Node writes /tmp/perf-<pid>.map (--perf-basic-prof), to name the JIT's code in the kept counts. */
+    'perf-map': { type: 'boolean', default: false },
   },
 })
 const whole = (name: string, min: number, max: number): number => {
@@ -167,7 +169,7 @@ async function start(variant: Variant): Promise<Started> {
       PORT: String(port),
     },
     logDir,
-    [],
+    args['perf-map'] ? ['--perf-basic-prof'] : [],
     [
       'valgrind',
       '--tool=callgrind',
@@ -225,7 +227,10 @@ async function load(v: Started, total: number): Promise<void> {
  * One window of one variant: its idle rate, then the load; the instructions a request above idle.
  * The compilers' are kept apart: the JIT still optimizes (and re-optimizes) after the warm-up, in
  * bursts that land in one window or the next, and in a service that runs for days that cost is
- * gone; GC's stay in (tracing's allocations are its cost), and are shown apart too.
+ * gone. GC's stay in (tracing's allocations are its cost), all of the load window's, and are shown
+ * apart too. Only the rest is taken above idle: V8 collects garbage when the process goes idle,
+ * the requests' garbage, and one such collection in a few seconds of idle, scaled to the load
+ * window, would be taken off many times over.
  */
 async function window(v: Started): Promise<void> {
   await control(v.pid, '-z')
@@ -237,12 +242,11 @@ async function window(v: Started): Promise<void> {
   const loadFrom = performance.now()
   await load(v, REQUESTS)
   const loaded = await dumpCounts(v.name, v.pid)
-  const scale = (performance.now() - loadFrom) / idleMs
-  const above = (k: keyof Counts) => (loaded[k] - idle[k] * scale) / REQUESTS
-  v.perRequest.push(above('total') - above('compile'))
-  v.gcPerRequest.push(above('gc'))
-  v.compilePerRequest.push(above('compile'))
-  v.idleShare.push((idle.total * scale) / loaded.total)
+  const idlePart = ((idle.total - idle.gc - idle.compile) * (performance.now() - loadFrom)) / idleMs
+  v.perRequest.push((loaded.total - loaded.compile - idlePart) / REQUESTS)
+  v.gcPerRequest.push(loaded.gc / REQUESTS)
+  v.compilePerRequest.push(loaded.compile / REQUESTS)
+  v.idleShare.push(idlePart / loaded.total)
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length
