@@ -169,7 +169,11 @@ async function start(variant: Variant): Promise<Started> {
       PORT: String(port),
     },
     logDir,
-    args['perf-map'] ? ['--perf-basic-prof'] : [],
+    // All of V8's work on the main thread, in an order set by the work itself: compiling and
+    // collecting in background threads, as V8 does by default, puts their work into one window
+    // or the next as the threads happen to be scheduled (under Valgrind, which runs one thread at
+    // a time, by far). The same work is done; the counts of one window then repeat in the next.
+    ['--single-threaded', '--predictable-gc-schedule', ...(args['perf-map'] ? ['--perf-basic-prof'] : [])],
     [
       'valgrind',
       '--tool=callgrind',

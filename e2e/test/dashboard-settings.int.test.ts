@@ -391,6 +391,8 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await delivery.getByRole('button', { name: 'Redeliver' }).click()
     await expect.poll(() => delivery.innerText(), { timeout: 20_000 }).toContain('3 attempts')
     await expect.poll(() => delivery.innerText(), { timeout: 20_000 }).toContain('DELIVERED')
+    // "Queued again." was true while the delivery waited; once delivered it is gone.
+    await expect.poll(() => delivery.getByText('Queued again.').count()).toBe(0)
     expect(receiver.to('/hooks/publish')).toHaveLength(4)
     await check('settings-webhook-deliveries')
     // An event published while the page is open: its delivery shows without Refresh (the log polls).

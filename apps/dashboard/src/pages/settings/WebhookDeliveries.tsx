@@ -225,7 +225,8 @@ function Delivery({
         </button>
       </div>
       <ErrorBanner error={redeliver.error} title="Not redelivered" />
-      {redeliver.isSuccess && (
+      {/* Until the delivery is tried again: then its status and attempts say how it went. */}
+      {redeliver.isSuccess && d.status === 'PENDING' && (
         <p className="small muted" role="status">
           Queued again.
         </p>
