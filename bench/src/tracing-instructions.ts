@@ -7,7 +7,7 @@
  * not depend on the machine's moods, so a few per cent can be read.
  *
  *   node --conditions=source bench/src/tracing-instructions.ts [--requests 2000] [--windows 3]
- *        [--warmup 3000] [--idle 8] [--concurrency 8] [--ratios 1,0.1] [--keep-logs]
+ *        [--warmup 3000] [--idle 8] [--concurrency 8] [--ratios 1,0.1] [--keep-logs] [--perf-map]
  *
  * Each variant starts with counting off; after --warmup invokes (the JIT warmed) counting is
  * turned on and, in each of --windows windows, callgrind counts --idle seconds with no load (the
@@ -59,11 +59,21 @@ const WINDOWS = whole('windows', 1, 100)
 const WARMUP = whole('warmup', 0, 1_000_000)
 const IDLE_S = whole('idle', 1, 600)
 const CONCURRENCY = whole('concurrency', 1, 256)
-const RATIOS = (args.ratios ?? '').split(',').map((r) => {
-  const n = Number(r)
-  if (r.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1)
-    throw new Error(`--ratios: numbers from 0 to 1, not '${r}'`)
-  return r.trim()
+/** Each traced variant: its ratio, and any settings of its own (`0.1:OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128`). */
+const RATIOS = (args.ratios ?? '').split(',').map((spec) => {
+  const [ratio = '', ...settings] = spec.trim().split(':')
+  const n = Number(ratio)
+  if (ratio === '' || !Number.isFinite(n) || n < 0 || n > 1)
+    throw new Error(
+      `--ratios: numbers from 0 to 1, each with NAME=VALUE settings after a colon, not '${spec}'`,
+    )
+  const env: Record<string, string> = {}
+  for (const setting of settings) {
+    const m = /^(OTEL_[A-Z_]+)=([\w.]+)$/.exec(setting)
+    if (!m?.[1] || m[2] === undefined) throw new Error(`--ratios: '${setting}' is not OTEL_NAME=value`)
+    env[m[1]] = m[2]
+  }
+  return { ratio, settings: settings.join(' '), env }
 })
 
 const log = (line: string) => process.stdout.write(`${line}\n`)
@@ -270,10 +280,10 @@ try {
   })
   const variants: Variant[] = [
     { name: 'off', label: 'off', env: {} },
-    ...RATIOS.map((ratio) => ({
-      name: `ratio${ratio.replace('.', '')}`,
-      label: Number(ratio) === 1 ? '1.0' : ratio,
-      env: traced(ratio),
+    ...RATIOS.map(({ ratio, settings, env }, i) => ({
+      name: `ratio${ratio.replace('.', '')}-${i + 1}`,
+      label: `${Number(ratio) === 1 ? '1.0' : ratio}${settings ? ` (${settings})` : ''}`,
+      env: { ...traced(ratio), ...env },
     })),
   ]
   log(

@@ -389,4 +389,28 @@ describe('the span batch', () => {
       vi.useRealTimers()
     }
   })
+
+  it('OTEL_BSP_MAX_EXPORT_BATCH_SIZE (maxBatchSize): a batch that size goes at once', async () => {
+    vi.useFakeTimers()
+    try {
+      const exporter = new KeepingExporter()
+      const tracing = createOtelTracing({
+        endpoint: 'http://127.0.0.1:9',
+        serviceName: 'test',
+        sampler: 'always_on',
+        ratio: 1,
+        exporter,
+        scheduleDelayMs: 60_000,
+        maxBatchSize: 2,
+      })
+      tracing.start('one').end()
+      await vi.advanceTimersByTimeAsync(10)
+      expect(exporter.getFinishedSpans()).toEqual([])
+      tracing.start('two').end()
+      await vi.advanceTimersByTimeAsync(10)
+      expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['one', 'two'])
+    } finally {
+      vi.useRealTimers()
+    }
+  })
 })

@@ -172,6 +172,8 @@ export function createOtelTracing(opts: {
   ratio: number
   /** The most an ended span waits before its batch is sent (OTEL_BSP_SCHEDULE_DELAY; default 1 s). */
   scheduleDelayMs?: number
+  /** The most spans a batch sends (OTEL_BSP_MAX_EXPORT_BATCH_SIZE; default 512). */
+  maxBatchSize?: number
   /** Instead of OTLP over HTTP to `endpoint` (tests). */
   exporter?: SpanExporter
 }): Tracing {
@@ -200,7 +202,11 @@ export function createOtelTracing(opts: {
     idGenerator,
     // Exported within a second by default: a trace is in the backend while the request is still in mind.
     spanProcessors: [
-      new BatchSpanProcessor({ exporter, scheduledDelayMillis: opts.scheduleDelayMs ?? 1_000 }),
+      new BatchSpanProcessor({
+        exporter,
+        scheduledDelayMillis: opts.scheduleDelayMs ?? 1_000,
+        ...(opts.maxBatchSize !== undefined ? { maxExportBatchSize: opts.maxBatchSize } : {}),
+      }),
     ],
   })
   const tracer = provider.getTracer('prompt-service')

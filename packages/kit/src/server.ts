@@ -121,6 +121,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
   OTEL_TRACES_SAMPLER?: TracesSampler | undefined
   OTEL_TRACES_SAMPLER_ARG?: number | undefined
   OTEL_BSP_SCHEDULE_DELAY?: number | undefined
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE?: number | undefined
 } {
   return loadConfig(
     Type.Object({
@@ -132,6 +133,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
       OTEL_TRACES_SAMPLER: commonSettings.OTEL_TRACES_SAMPLER,
       OTEL_TRACES_SAMPLER_ARG: commonSettings.OTEL_TRACES_SAMPLER_ARG,
       OTEL_BSP_SCHEDULE_DELAY: commonSettings.OTEL_BSP_SCHEDULE_DELAY,
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: commonSettings.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
     }),
     env,
   )

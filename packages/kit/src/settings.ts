@@ -45,6 +45,8 @@ export const commonSettings = {
    * in its batch before the batch is sent (default 1000; a full batch, 512 spans, goes at once).
    */
   OTEL_BSP_SCHEDULE_DELAY: Type.Optional(Type.Integer({ minimum: 1, maximum: 600_000 })),
+  /** OpenTelemetry's standard OTEL_BSP_MAX_EXPORT_BATCH_SIZE: the most spans a batch sends (default 512). */
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: Type.Optional(Type.Integer({ minimum: 1, maximum: 2048 })),
   /** Signs the caller context between the gateway and the services. */
   INTERNAL_AUTH_SECRET: Type.String({ minLength: 32 }),
 }

@@ -17,6 +17,7 @@ export interface TracingSettings {
   OTEL_TRACES_SAMPLER?: TracesSampler | undefined
   OTEL_TRACES_SAMPLER_ARG?: number | undefined
   OTEL_BSP_SCHEDULE_DELAY?: number | undefined
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE?: number | undefined
 }
 
 /** The process's tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set (SDK loaded now), else undefined. */
@@ -30,6 +31,9 @@ export async function tracingFor(config: TracingSettings, serviceName: string): 
     ratio: config.OTEL_TRACES_SAMPLER_ARG ?? 1,
     ...(config.OTEL_BSP_SCHEDULE_DELAY !== undefined
       ? { scheduleDelayMs: config.OTEL_BSP_SCHEDULE_DELAY }
+      : {}),
+    ...(config.OTEL_BSP_MAX_EXPORT_BATCH_SIZE !== undefined
+      ? { maxBatchSize: config.OTEL_BSP_MAX_EXPORT_BATCH_SIZE }
       : {}),
   })
 }
