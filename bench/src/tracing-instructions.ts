@@ -7,7 +7,8 @@
  * not depend on the machine's moods, so a few per cent can be read.
  *
  *   node --conditions=source bench/src/tracing-instructions.ts [--requests 2000] [--windows 3]
- *        [--warmup 3000] [--idle 8] [--concurrency 8] [--ratios 1,0.1] [--keep-logs] [--perf-map]
+ *        [--warmup 3000] [--idle 8] [--concurrency 8] [--ratios 1,0.1] [--processes 1]
+ *        [--keep-logs] [--perf-map]
  *
  * Each variant starts with counting off; after --warmup invokes (the JIT warmed) counting is
  * turned on and, in each of --windows windows, callgrind counts --idle seconds with no load (the
@@ -46,6 +47,8 @@ const { values: args } = parseArgs({
     'keep-logs': { type: 'boolean', default: false },
     /** Node writes /tmp/perf-<pid>.map (--perf-basic-prof), to name the JIT's code in the kept counts. */
     'perf-map': { type: 'boolean', default: false },
+    /** Processes of each variant: a process's JIT and GC luck moves its count by several per cent. */
+    processes: { type: 'string', default: '1' },
   },
 })
 const whole = (name: string, min: number, max: number): number => {
@@ -59,6 +62,7 @@ const WINDOWS = whole('windows', 1, 100)
 const WARMUP = whole('warmup', 0, 1_000_000)
 const IDLE_S = whole('idle', 1, 600)
 const CONCURRENCY = whole('concurrency', 1, 256)
+const PROCESSES = whole('processes', 1, 8)
 /** Each traced variant: its ratio, and any settings of its own (`0.1:OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128`). */
 const RATIOS = (args.ratios ?? '').split(',').map((spec) => {
   const [ratio = '', ...settings] = spec.trim().split(':')
@@ -289,7 +293,13 @@ try {
   log(
     `bench tracing-instructions: embedded, under callgrind; ${WARMUP} invokes warm-up, ${WINDOWS} windows of ${IDLE_S} s idle + ${REQUESTS} invokes, ${CONCURRENCY} at a time`,
   )
-  const started = await Promise.all(variants.map(start))
+  const started = await Promise.all(
+    variants.flatMap((v) =>
+      Array.from({ length: PROCESSES }, (_, k) =>
+        start(PROCESSES > 1 ? { ...v, name: `${v.name}-p${k + 1}` } : v),
+      ),
+    ),
+  )
   log(`started: ${started.map((v) => `${v.label} (pid ${v.pid})`).join(', ')}`)
   await Promise.all(started.map((v) => load(v, WARMUP)))
   // The warm-up's last spans go out within a second; then counting starts.
@@ -301,33 +311,36 @@ try {
       `window ${w + 1}: ${started.map((v) => `${v.label} ${fmtInstr(v.perRequest[w] ?? Number.NaN)} (GC ${fmtInstr(v.gcPerRequest[w] ?? Number.NaN)}, compilers ${fmtInstr(v.compilePerRequest[w] ?? Number.NaN)})`).join(', ')} instructions a request`,
     )
   }
-  const off = started[0]
+  // Each variant: its processes' windows together; off's mean is the base of every ratio.
+  const byLabel = variants.map((v) => {
+    const procs = started.filter((p) => p.label === v.label)
+    const all = (k: 'perRequest' | 'gcPerRequest' | 'compilePerRequest' | 'idleShare') =>
+      procs.flatMap((p) => p[k])
+    return {
+      label: v.label,
+      procs,
+      perRequest: all('perRequest'),
+      gc: all('gcPerRequest'),
+      compile: all('compilePerRequest'),
+      idle: all('idleShare'),
+    }
+  })
+  const off = byLabel[0]
   if (!off) throw new Error('no variant')
   const offMean = mean(off.perRequest)
-  for (const v of started) {
+  const offRest = offMean - mean(off.gc)
+  for (const v of byLabel) {
     const m = mean(v.perRequest)
-    const spread = Math.max(...v.perRequest.map((x) => Math.abs(x - m) / m))
     log(
-      `${v.label}: ${fmtInstr(m)} instructions a request (windows within ±${(spread * 100).toFixed(1)} %), ${(m / offMean).toFixed(3)} of off; of them GC ${fmtInstr(mean(v.gcPerRequest))}; besides, the compilers ${fmtInstr(mean(v.compilePerRequest))}; idle share of the load windows ${(mean(v.idleShare) * 100).toFixed(1)} %`,
-    )
-  }
-  // Window by window (the variants ran side by side): the ratio each window, and their spread.
-  for (const v of started.slice(1)) {
-    const ratios = v.perRequest.map((x, w) => x / (off.perRequest[w] ?? Number.NaN))
-    const gcLess = v.perRequest.map(
-      (x, w) =>
-        (x - (v.gcPerRequest[w] ?? 0)) / ((off.perRequest[w] ?? Number.NaN) - (off.gcPerRequest[w] ?? 0)),
-    )
-    log(
-      `${v.label}/off by window: ${ratios.map((r) => r.toFixed(3)).join(', ')}; GC left out: ${gcLess.map((r) => r.toFixed(3)).join(', ')}`,
+      `${v.label}: ${fmtInstr(m)} instructions a request, ${(m / offMean).toFixed(3)} of off (GC left out: ${((m - mean(v.gc)) / offRest).toFixed(3)}); of them GC ${fmtInstr(mean(v.gc))}; besides, the compilers ${fmtInstr(mean(v.compile))}; idle share of the load windows ${(mean(v.idle) * 100).toFixed(1)} %; by process ${v.procs.map((p) => fmtInstr(mean(p.perRequest))).join(', ')}, by window ${v.perRequest.map((x) => (x / 1e6).toFixed(3)).join(' ')}`,
     )
   }
   log(`exported to the sink: ${sink.counts.requests} requests, ${sink.counts.bytes} bytes`)
   sink.close()
   await Promise.all(started.map((v) => v.pool.close()))
-  const rest = started.slice(1)
+  const rest = byLabel.slice(1)
   log(
-    `tracing, instructions a request: ${rest.map((v) => `${v.label}/off ${(mean(v.perRequest) / offMean).toFixed(3)}`).join(', ')} (${started.map((v) => `${v.label} ${fmtInstr(mean(v.perRequest))}`).join(', ')})`,
+    `tracing, instructions a request: ${rest.map((v) => `${v.label}/off ${(mean(v.perRequest) / offMean).toFixed(3)}`).join(', ')} (${byLabel.map((v) => `${v.label} ${fmtInstr(mean(v.perRequest))}`).join(', ')})`,
   )
 } finally {
   for (const c of children) await c.stop()
