@@ -362,55 +362,46 @@ describe('a dropped server span is decided without the SDK', () => {
 })
 
 describe('the span batch', () => {
-  it('OTEL_BSP_SCHEDULE_DELAY (scheduleDelayMs): an ended span waits that long for its batch, not the 1 s default', async () => {
+  beforeEach(() => {
     vi.useFakeTimers()
-    try {
-      const send = (scheduleDelayMs?: number) => {
-        const exporter = new KeepingExporter()
-        const tracing = createOtelTracing({
-          endpoint: 'http://127.0.0.1:9',
-          serviceName: 'test',
-          sampler: 'always_on',
-          ratio: 1,
-          exporter,
-          ...(scheduleDelayMs !== undefined ? { scheduleDelayMs } : {}),
-        })
-        tracing.start('one').end()
-        return exporter
-      }
-      const late = send(5_000)
-      const usual = send()
-      await vi.advanceTimersByTimeAsync(1_100)
-      expect(usual.getFinishedSpans().map((s) => s.name)).toEqual(['one'])
-      expect(late.getFinishedSpans()).toEqual([])
-      await vi.advanceTimersByTimeAsync(4_000)
-      expect(late.getFinishedSpans().map((s) => s.name)).toEqual(['one'])
-    } finally {
-      vi.useRealTimers()
-    }
+  })
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+  /** A tracing that records every span, its batch's settings as given; its exporter keeps what it is sent. */
+  const batched = (batch: { scheduleDelayMs?: number; maxBatchSize?: number }) => {
+    const exporter = new KeepingExporter()
+    const tracing = createOtelTracing({
+      endpoint: 'http://127.0.0.1:9',
+      serviceName: 'test',
+      sampler: 'always_on',
+      ratio: 1,
+      exporter,
+      ...batch,
+    })
+    return { exporter, tracing }
+  }
+  const sent = (exporter: InMemorySpanExporter) => exporter.getFinishedSpans().map((s) => s.name)
+
+  it('OTEL_BSP_SCHEDULE_DELAY (scheduleDelayMs): an ended span waits that long for its batch, not the 1 s default', async () => {
+    const late = batched({ scheduleDelayMs: 5_000 })
+    const usual = batched({})
+    late.tracing.start('one').end()
+    usual.tracing.start('one').end()
+    await vi.advanceTimersByTimeAsync(1_100)
+    expect(sent(usual.exporter)).toEqual(['one'])
+    expect(sent(late.exporter)).toEqual([])
+    await vi.advanceTimersByTimeAsync(4_000)
+    expect(sent(late.exporter)).toEqual(['one'])
   })
 
   it('OTEL_BSP_MAX_EXPORT_BATCH_SIZE (maxBatchSize): a batch that size goes at once', async () => {
-    vi.useFakeTimers()
-    try {
-      const exporter = new KeepingExporter()
-      const tracing = createOtelTracing({
-        endpoint: 'http://127.0.0.1:9',
-        serviceName: 'test',
-        sampler: 'always_on',
-        ratio: 1,
-        exporter,
-        scheduleDelayMs: 60_000,
-        maxBatchSize: 2,
-      })
-      tracing.start('one').end()
-      await vi.advanceTimersByTimeAsync(10)
-      expect(exporter.getFinishedSpans()).toEqual([])
-      tracing.start('two').end()
-      await vi.advanceTimersByTimeAsync(10)
-      expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['one', 'two'])
-    } finally {
-      vi.useRealTimers()
-    }
+    const { exporter, tracing } = batched({ scheduleDelayMs: 60_000, maxBatchSize: 2 })
+    tracing.start('one').end()
+    await vi.advanceTimersByTimeAsync(10)
+    expect(sent(exporter)).toEqual([])
+    tracing.start('two').end()
+    await vi.advanceTimersByTimeAsync(10)
+    expect(sent(exporter)).toEqual(['one', 'two'])
   })
 })
