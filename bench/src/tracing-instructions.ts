@@ -4,7 +4,9 @@
  * under Valgrind's callgrind, which counts the instructions every thread of the process executes
  * (`Ir`). A timed bench on a shared VM moves by more than the 5 % asked of tracing at 0.1 (two
  * processes of the same untraced code measured 2-13 % apart there); an instruction count does
- * not depend on the machine's moods, so a few per cent can be read.
+ * not depend on the machine's moods. It still depends on the process's own history: untraced
+ * processes repeat their counts to 0.1 %, but a sampled process's work follows which requests it
+ * happened to sample (two at 0.1 counted 17 % apart), hence --processes.
  *
  *   node --conditions=source bench/src/tracing-instructions.ts [--requests 2000] [--windows 3]
  *        [--warmup 3000] [--idle 8] [--concurrency 8] [--ratios 1,0.1] [--processes 1]
@@ -13,10 +15,11 @@
  * Each variant starts with counting off; after --warmup invokes (the JIT warmed) counting is
  * turned on and, in each of --windows windows, callgrind counts --idle seconds with no load (the
  * process's timers and pollers) and then --requests invokes, --concurrency at a time. The
- * instructions a request are the load window's less its idle rate times the window's length,
- * divided by the requests. The variants run side by side; their counts do not depend on it.
- * Needs `valgrind` (Debian: apt-get install valgrind). Under callgrind the service runs about
- * 30 times slower: the defaults take about 6 minutes on a 2-core VM. The last line printed is
+ * instructions a request: the load window's, less V8's compilers' and less the idle rate of the
+ * rest times the window's length, divided by the requests (window(), below). The variants run
+ * side by side; their counts do not depend on it. Needs `valgrind` (Debian: apt-get install
+ * valgrind). Under callgrind the service runs about 30 times slower: the defaults take about 10
+ * minutes on a 2-core VM. The last line printed is
  *   tracing, instructions a request: 1.0/off <r1>, 0.1/off <r2> (off <N>, 1.0 <M>, 0.1 <K>)
  * where a ratio is the variant's instructions a request over off's (1.04: 4 % more work).
  *
