@@ -33,7 +33,6 @@
  * trace dropped, what the unsampled requests cost). The last line printed is
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
-import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -51,7 +50,16 @@ import {
   startLoadGenerator,
   waitReady,
 } from './processes.ts'
-import { ADMIN, api, type InvokeTarget, prepare, startSink, TEMPLATE, VARIABLES } from './invokeSetup.ts'
+import {
+  api,
+  type InvokeTarget,
+  prepare,
+  serviceEnv,
+  startSink,
+  TEMPLATE,
+  tracedEnv,
+  VARIABLES,
+} from './invokeSetup.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -173,16 +181,13 @@ function passThrough(names: string[]): Record<string, string> {
  */
 async function startFull(variant?: { name: string; env: Record<string, string> }): Promise<Chain> {
   const port = await freePort()
-  const secret = randomBytes(32).toString('hex')
+  const dataDir = join(workDir, variant ? `data-${variant.name}` : 'data')
+  mkdirSync(dataDir)
+  // One internal secret for every process of the chain (the distributed mode's five share it).
   const common = {
-    INTERNAL_AUTH_SECRET: secret,
-    DATA_DIR: join(workDir, variant ? `data-${variant.name}` : 'data'),
-    BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-    BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-    BOOTSTRAP_ORG_NAME: 'Bench',
+    ...serviceEnv(dataDir),
     ...(args['log-level'] ? { LOG_LEVEL: args['log-level'] } : {}),
   }
-  mkdirSync(common.DATA_DIR)
   if (mode === 'embedded') {
     const proc = startChild(
       variant ? `embedded-${variant.name}` : 'embedded',
@@ -613,11 +618,7 @@ async function mainTracing(): Promise<void> {
     `bench invoke --tracing: mode embedded, ${connections} connections, ${warmup} s warm-up, ${duration} s per variant`,
   )
   const sink = await startSink()
-  const traced = (ratio: string) => ({
-    OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-    OTEL_TRACES_SAMPLER_ARG: ratio,
-  })
+  const traced = (ratio: string) => tracedEnv(sink.url, ratio)
   const variants = [
     { name: 'off', label: 'off', env: {} },
     { name: 'ratio1', label: '1.0', env: traced('1') },

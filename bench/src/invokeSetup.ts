@@ -2,12 +2,33 @@
  * What the invoke benches share: the bootstrap admin, the prompt and its variables, the setup of
  * one invoke (an API key, a published prompt) and an OTLP sink for the traced variants.
  */
+import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 
 /** What invoke names: the current version, the production pin, or production under a 50/50 split. */
 export type InvokeTarget = 'current' | 'env' | 'split'
 
 export const ADMIN = { email: 'bench@example.com', password: 'bench password 0123456789' }
+/** What every service process of a bench gets: its own internal secret and data folder, the bootstrap admin. */
+export function serviceEnv(dataDir: string): Record<string, string> {
+  return {
+    INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
+    DATA_DIR: dataDir,
+    BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
+    BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
+    BOOTSTRAP_ORG_NAME: 'Bench',
+  }
+}
+
+/** A traced variant's settings: spans to `sinkUrl`, the gateway's decision at `ratio` followed downstream. */
+export function tracedEnv(sinkUrl: string, ratio: string): Record<string, string> {
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: ratio,
+  }
+}
+
 export const TEMPLATE =
   'You are a helpful assistant for {{company}}. Answer the customer {{ name }} in {{language}}, ' +
   'in a friendly tone, in at most {{limit}} words. Their question: {{question}}'

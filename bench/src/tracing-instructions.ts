@@ -27,14 +27,13 @@
  * waits). It counts what the process executes, the kernel's side of its system calls excepted.
  */
 import { execFile } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { freePort } from '@pm/testkit'
 import { Pool } from 'undici'
-import { ADMIN, prepare, startSink } from './invokeSetup.ts'
+import { prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
 import { type Child, startChild, waitReady } from './processes.ts'
 
 const run = promisify(execFile)
@@ -176,15 +175,7 @@ async function start(variant: Variant): Promise<Started> {
   const proc = startChild(
     variant.name,
     'apps/embedded/src/main.ts',
-    {
-      INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
-      DATA_DIR: dataDir,
-      BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
-      BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
-      BOOTSTRAP_ORG_NAME: 'Bench',
-      ...variant.env,
-      PORT: String(port),
-    },
+    { ...serviceEnv(dataDir), ...variant.env, PORT: String(port) },
     logDir,
     // All of V8's work on the main thread, in an order set by the work itself: compiling and
     // collecting in background threads, as V8 does by default, puts their work into one window
@@ -276,9 +267,7 @@ const fmtInstr = (n: number) => `${(n / 1e6).toFixed(3)} M`
 try {
   const sink = await startSink()
   const traced = (ratio: string) => ({
-    OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-    OTEL_TRACES_SAMPLER_ARG: ratio,
+    ...tracedEnv(sink.url, ratio),
     // Batches go out full (512 spans), as they do at the rates the timed bench reaches (0.1 at
     // 2,000 requests a second ends 600 spans a second); under callgrind, 30 times slower, the
     // default 1 s would send a batch of a few spans each second, and its cost would be counted
