@@ -43,6 +43,7 @@ const ENTRIES = [
   'bench/src/render.ts',
   'bench/src/tracing-cost.ts',
   'bench/src/bare.ts',
+  'bench/src/bareRun.ts',
   'bench/src/load.ts',
   'bench/src/fakeServer.ts',
   'apps/embedded/src/main.ts',

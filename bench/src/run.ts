@@ -10,8 +10,12 @@
  * non-streamed calls and the first token of streamed ones at --concurrency calls at once, and
  * non-streamed calls one at a time (the figure gateway benchmarks publish); then the memory of
  * the service per open stream (--streams streams held open on a stalled answer). Also the CPU
- * time per call of the service and of the provider (through the service), from /proc. --cpu-prof:
- * V8 CPU profiles of both processes in bench/profiles/ (written at exit). Last line:
+ * time per call of the service and of the provider (through the service), from /proc. The same
+ * calls, in the same rounds, through the bare chain (bench/src/bareRun.ts: a plain Fastify proxy
+ * in front of a plain handler calling the provider through the OpenAI SDK, in one process): what
+ * any service built as DESIGN section 13 asks adds on this machine, and the service's figures
+ * above it. --cpu-prof: V8 CPU profiles of the processes in bench/profiles/ (written at exit).
+ * Last line:
  *   run overhead: p50 <a> ms, first token p50 <b> ms (<N> calls, <C> concurrent)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -197,10 +201,21 @@ try {
     nodeFlags,
   )
   children.push(service)
+  const barePort = await freePort()
+  const bareChain = startChild(
+    'bare-run',
+    'bench/src/bareRun.ts',
+    { PORT: String(barePort), PROVIDER_URL: `${fakeUrl}/v1` },
+    logDir,
+    nodeFlags,
+  )
+  children.push(bareChain)
   const base = `http://127.0.0.1:${port}`
   await waitFor(`${base}/health/ready`)
+  await waitFor(`http://127.0.0.1:${barePort}/health`)
   const gateway = new Pool(base, { connections: CONCURRENCY + STREAMS + 8 })
   const provider = new Pool(fakeUrl, { connections: CONCURRENCY + 8 })
+  const barePool = new Pool(`http://127.0.0.1:${barePort}`, { connections: CONCURRENCY + 8 })
 
   // A user token: user tokens are not rate limited (an API key's 600 a minute would be).
   const reg = await json<{ data: { accessToken: string; organizationId: string } }>(
@@ -257,6 +272,20 @@ try {
     plain: (i: number) => whole(gateway, runPath, svcHeaders, runBody(false, i)),
     first: (i: number) => firstChunk(gateway, runPath, svcHeaders, runBody(true, i), 'event: delta'),
   }
+  // The bare chain gets the request the provider gets, with `stream` for its handler to pass on.
+  const bareBody = (stream: boolean, i: number) =>
+    JSON.stringify({
+      model: MODEL,
+      temperature: 0.2,
+      max_tokens: 200,
+      messages: [{ role: 'user', content: template.replace('{{text}}', text(i)) }],
+      stream,
+    })
+  const bareHeaders = { 'content-type': 'application/json' }
+  const viaBare = {
+    plain: (i: number) => whole(barePool, '/run', bareHeaders, bareBody(false, i)),
+    first: (i: number) => firstChunk(barePool, '/run', bareHeaders, bareBody(true, i), 'event: delta'),
+  }
   const direct = {
     plain: (i: number) => whole(provider, '/v1/chat/completions', directHeaders, directBody(false, i)),
     first: (i: number) =>
@@ -269,32 +298,52 @@ try {
   await load(200, CONCURRENCY, viaService.plain)
   await load(200, CONCURRENCY, viaService.first)
   await load(200, CONCURRENCY, direct.plain)
+  await load(200, CONCURRENCY, viaBare.plain)
+  await load(200, CONCURRENCY, viaBare.first)
 
   const samples = {
     svcPlain: [] as number[],
     dirPlain: [] as number[],
     svcFirst: [] as number[],
     dirFirst: [] as number[],
+    barePlain: [] as number[],
+    bareFirst: [] as number[],
   }
   const perRound = Math.ceil(CALLS / ROUNDS)
   /** CPU seconds of the service and the provider over the through-the-service rounds. */
-  const cpu = { plain: { service: 0, provider: 0 }, first: { service: 0, provider: 0 } }
-  const measured = async (kind: 'plain' | 'first', run: () => Promise<number[]>) => {
-    const service0 = cpuSeconds(service.child.pid)
+  const cpu = {
+    plain: { service: 0, provider: 0 },
+    first: { service: 0, provider: 0 },
+    barePlain: { service: 0, provider: 0 },
+    bareFirst: { service: 0, provider: 0 },
+  }
+  const measured = async (kind: keyof typeof cpu, front: Child, run: () => Promise<number[]>) => {
+    const service0 = cpuSeconds(front.child.pid)
     const provider0 = cpuSeconds(fakeprovider.child.pid)
     const out = await run()
-    cpu[kind].service += cpuSeconds(service.child.pid) - service0
+    cpu[kind].service += cpuSeconds(front.child.pid) - service0
     cpu[kind].provider += cpuSeconds(fakeprovider.child.pid) - provider0
     return out
   }
   for (let r = 0; r < ROUNDS; r++) {
     samples.dirPlain.push(...(await load(perRound, CONCURRENCY, direct.plain)))
-    samples.svcPlain.push(...(await measured('plain', () => load(perRound, CONCURRENCY, viaService.plain))))
+    samples.svcPlain.push(
+      ...(await measured('plain', service, () => load(perRound, CONCURRENCY, viaService.plain))),
+    )
+    samples.barePlain.push(
+      ...(await measured('barePlain', bareChain, () => load(perRound, CONCURRENCY, viaBare.plain))),
+    )
     samples.dirFirst.push(...(await load(perRound, CONCURRENCY, direct.first)))
-    samples.svcFirst.push(...(await measured('first', () => load(perRound, CONCURRENCY, viaService.first))))
+    samples.svcFirst.push(
+      ...(await measured('first', service, () => load(perRound, CONCURRENCY, viaService.first))),
+    )
+    samples.bareFirst.push(
+      ...(await measured('bareFirst', bareChain, () => load(perRound, CONCURRENCY, viaBare.first))),
+    )
   }
   const seqDirect = await load(SEQUENTIAL, 1, direct.plain)
   const seqService = await load(SEQUENTIAL, 1, viaService.plain)
+  const seqBare = await load(SEQUENTIAL, 1, viaBare.plain)
 
   const fmt = (x: number) => x.toFixed(2)
   const addedPlain = p50(samples.svcPlain) - p50(samples.dirPlain)
@@ -312,6 +361,17 @@ try {
   )
   console.log(
     `sequential: direct p50 ${fmt(p50(seqDirect))} ms, via the service ${fmt(p50(seqService))} ms, added ${fmt(addedSeq)} ms`,
+  )
+  const bareAdded = {
+    plain: p50(samples.barePlain) - p50(samples.dirPlain),
+    first: p50(samples.bareFirst) - p50(samples.dirFirst),
+    seq: p50(seqBare) - p50(seqDirect),
+  }
+  console.log(
+    `bare chain (proxy → handler → OpenAI SDK, one process): added p50 ${fmt(bareAdded.plain)} ms non-streamed, ${fmt(bareAdded.first)} ms first token, ${fmt(bareAdded.seq)} ms sequential; CPU per call ${perCall(cpu.barePlain.service)} non-streamed, ${perCall(cpu.bareFirst.service)} streamed`,
+  )
+  console.log(
+    `the service above the bare chain: p50 ${fmt(addedPlain - bareAdded.plain)} ms non-streamed, ${fmt(addedFirst - bareAdded.first)} ms first token, ${fmt(addedSeq - bareAdded.seq)} ms sequential`,
   )
 
   // Memory per open stream: streams held open on an answer that stalls after its first delta.
@@ -344,6 +404,7 @@ try {
   )
   await gateway.close().catch(() => {})
   await provider.close().catch(() => {})
+  await barePool.close().catch(() => {})
   if (failures.size > 0)
     console.log(`failed calls (not counted): ${[...failures].map(([k, v]) => `${k} × ${v}`).join(', ')}`)
   console.log(
