@@ -8,7 +8,10 @@
  * logging, no validation: the four HTTP exchanges of a run (client → gateway → runs →
  * provider) and the SDK.
  *
- * Run as a child process of the bench: PORT=... PROVIDER_URL=http://127.0.0.1:.../v1
+ * The handler also listens on a port of its own (HANDLER_PORT), for the floor of a design with no
+ * proxy hop at all: one HTTP exchange in front of the SDK's call.
+ *
+ * Run as a child process of the bench: PORT=... HANDLER_PORT=... PROVIDER_URL=http://127.0.0.1:.../v1
  * Its route: POST /run, body `{model, messages, stream, temperature?, max_tokens?}`.
  */
 import type { AddressInfo } from 'node:net'
@@ -18,6 +21,7 @@ import OpenAI from 'openai'
 import { Agent, fetch as undiciFetch } from 'undici'
 
 const port = Number(process.env.PORT ?? 0)
+const handlerPort = Number(process.env.HANDLER_PORT ?? 0)
 const providerUrl = process.env.PROVIDER_URL ?? ''
 if (!providerUrl) throw new Error('PROVIDER_URL is required')
 
@@ -34,6 +38,7 @@ const client = new OpenAI({
 
 async function upstream(): Promise<string> {
   const app = Fastify()
+  app.get('/health', async () => ({ status: 'ok' }))
   app.post('/run', async (request, reply) => {
     const { stream, ...params } = request.body as Body
     const controller = new AbortController()
@@ -61,7 +66,7 @@ async function upstream(): Promise<string> {
     }
     reply.raw.end(`event: done\ndata: ${JSON.stringify({ output })}\n\n`)
   })
-  await app.listen({ host: '127.0.0.1', port: 0 })
+  await app.listen({ host: '127.0.0.1', port: handlerPort })
   return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
 }
 

@@ -14,7 +14,8 @@
  * calls, in the same rounds, through the bare chain (bench/src/bareRun.ts: a plain Fastify proxy
  * in front of a plain handler calling the provider through the OpenAI SDK, in one process): what
  * any service built as DESIGN section 13 asks adds on this machine, and the service's figures
- * above it. --cpu-prof: V8 CPU profiles of the processes in bench/profiles/ (written at exit).
+ * above it; and through that chain's handler alone (no proxy: the floor of any design that calls
+ * the SDK behind one HTTP exchange). --cpu-prof: V8 CPU profiles of the processes in bench/profiles/ (written at exit).
  * Last line:
  *   run overhead: p50 <a> ms, first token p50 <b> ms (<N> calls, <C> concurrent)
  */
@@ -202,10 +203,11 @@ try {
   )
   children.push(service)
   const barePort = await freePort()
+  const handlerPort = await freePort()
   const bareChain = startChild(
     'bare-run',
     'bench/src/bareRun.ts',
-    { PORT: String(barePort), PROVIDER_URL: `${fakeUrl}/v1` },
+    { PORT: String(barePort), HANDLER_PORT: String(handlerPort), PROVIDER_URL: `${fakeUrl}/v1` },
     logDir,
     nodeFlags,
   )
@@ -213,9 +215,11 @@ try {
   const base = `http://127.0.0.1:${port}`
   await waitFor(`${base}/health/ready`)
   await waitFor(`http://127.0.0.1:${barePort}/health`)
+  await waitFor(`http://127.0.0.1:${handlerPort}/health`)
   const gateway = new Pool(base, { connections: CONCURRENCY + STREAMS + 8 })
   const provider = new Pool(fakeUrl, { connections: CONCURRENCY + 8 })
   const barePool = new Pool(`http://127.0.0.1:${barePort}`, { connections: CONCURRENCY + 8 })
+  const handlerPool = new Pool(`http://127.0.0.1:${handlerPort}`, { connections: CONCURRENCY + 8 })
 
   // A user token: user tokens are not rate limited (an API key's 600 a minute would be).
   const reg = await json<{ data: { accessToken: string; organizationId: string } }>(
@@ -286,6 +290,10 @@ try {
     plain: (i: number) => whole(barePool, '/run', bareHeaders, bareBody(false, i)),
     first: (i: number) => firstChunk(barePool, '/run', bareHeaders, bareBody(true, i), 'event: delta'),
   }
+  const viaHandler = {
+    plain: (i: number) => whole(handlerPool, '/run', bareHeaders, bareBody(false, i)),
+    first: (i: number) => firstChunk(handlerPool, '/run', bareHeaders, bareBody(true, i), 'event: delta'),
+  }
   const direct = {
     plain: (i: number) => whole(provider, '/v1/chat/completions', directHeaders, directBody(false, i)),
     first: (i: number) =>
@@ -300,6 +308,8 @@ try {
   await load(200, CONCURRENCY, direct.plain)
   await load(200, CONCURRENCY, viaBare.plain)
   await load(200, CONCURRENCY, viaBare.first)
+  await load(200, CONCURRENCY, viaHandler.plain)
+  await load(200, CONCURRENCY, viaHandler.first)
 
   const samples = {
     svcPlain: [] as number[],
@@ -308,6 +318,8 @@ try {
     dirFirst: [] as number[],
     barePlain: [] as number[],
     bareFirst: [] as number[],
+    handlerPlain: [] as number[],
+    handlerFirst: [] as number[],
   }
   const perRound = Math.ceil(CALLS / ROUNDS)
   /** CPU seconds of the service and the provider over the through-the-service rounds. */
@@ -316,6 +328,8 @@ try {
     first: { service: 0, provider: 0 },
     barePlain: { service: 0, provider: 0 },
     bareFirst: { service: 0, provider: 0 },
+    handlerPlain: { service: 0, provider: 0 },
+    handlerFirst: { service: 0, provider: 0 },
   }
   const measured = async (kind: keyof typeof cpu, front: Child, run: () => Promise<number[]>) => {
     const service0 = cpuSeconds(front.child.pid)
@@ -333,6 +347,9 @@ try {
     samples.barePlain.push(
       ...(await measured('barePlain', bareChain, () => load(perRound, CONCURRENCY, viaBare.plain))),
     )
+    samples.handlerPlain.push(
+      ...(await measured('handlerPlain', bareChain, () => load(perRound, CONCURRENCY, viaHandler.plain))),
+    )
     samples.dirFirst.push(...(await load(perRound, CONCURRENCY, direct.first)))
     samples.svcFirst.push(
       ...(await measured('first', service, () => load(perRound, CONCURRENCY, viaService.first))),
@@ -340,10 +357,14 @@ try {
     samples.bareFirst.push(
       ...(await measured('bareFirst', bareChain, () => load(perRound, CONCURRENCY, viaBare.first))),
     )
+    samples.handlerFirst.push(
+      ...(await measured('handlerFirst', bareChain, () => load(perRound, CONCURRENCY, viaHandler.first))),
+    )
   }
   const seqDirect = await load(SEQUENTIAL, 1, direct.plain)
   const seqService = await load(SEQUENTIAL, 1, viaService.plain)
   const seqBare = await load(SEQUENTIAL, 1, viaBare.plain)
+  const seqHandler = await load(SEQUENTIAL, 1, viaHandler.plain)
 
   const fmt = (x: number) => x.toFixed(2)
   const addedPlain = p50(samples.svcPlain) - p50(samples.dirPlain)
@@ -369,6 +390,9 @@ try {
   }
   console.log(
     `bare chain (proxy → handler → OpenAI SDK, one process): added p50 ${fmt(bareAdded.plain)} ms non-streamed, ${fmt(bareAdded.first)} ms first token, ${fmt(bareAdded.seq)} ms sequential; CPU per call ${perCall(cpu.barePlain.service)} non-streamed, ${perCall(cpu.bareFirst.service)} streamed`,
+  )
+  console.log(
+    `bare handler alone (no proxy: one HTTP exchange, then the SDK): added p50 ${fmt(p50(samples.handlerPlain) - p50(samples.dirPlain))} ms non-streamed, ${fmt(p50(samples.handlerFirst) - p50(samples.dirFirst))} ms first token, ${fmt(p50(seqHandler) - p50(seqDirect))} ms sequential; CPU per call ${perCall(cpu.handlerPlain.service)} non-streamed, ${perCall(cpu.handlerFirst.service)} streamed`,
   )
   console.log(
     `the service above the bare chain: p50 ${fmt(addedPlain - bareAdded.plain)} ms non-streamed, ${fmt(addedFirst - bareAdded.first)} ms first token, ${fmt(addedSeq - bareAdded.seq)} ms sequential`,
@@ -405,6 +429,7 @@ try {
   await gateway.close().catch(() => {})
   await provider.close().catch(() => {})
   await barePool.close().catch(() => {})
+  await handlerPool.close().catch(() => {})
   if (failures.size > 0)
     console.log(`failed calls (not counted): ${[...failures].map(([k, v]) => `${k} × ${v}`).join(', ')}`)
   console.log(
