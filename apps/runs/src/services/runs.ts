@@ -145,8 +145,14 @@ export class Runs {
     onDelta?: (content: string) => void,
   ): Promise<RunResult> {
     const { timeoutMs } = this.deps
-    // Set once the client is ready: loading an SDK is not the provider's time.
-    let deadline: AbortSignal = new AbortController().signal
+    // One controller for the call, aborted by the client leaving or by the deadline; the deadline
+    // is a timer cleared when the call ends. (AbortSignal.timeout's timer cannot be cleared: it
+    // stays for the whole RUN_TIMEOUT_MS, with a WeakRef and a finalizer per call, and
+    // AbortSignal.any adds weak links of its own: work and garbage for every call under load.)
+    const call$ = new AbortController()
+    const onClientGone = () => call$.abort(signal.reason)
+    let timedOut = false
+    let deadline: NodeJS.Timeout | undefined
     let started = performance.now()
     let firstToken: number | undefined
     // What a stream delivered, kept for the log of a run cut short.
@@ -177,9 +183,16 @@ export class Runs {
           this.clients.set(cacheKey, adapter)
         }
       }
-      deadline = AbortSignal.timeout(timeoutMs)
+      // Set once the client is ready: loading an SDK is not the provider's time.
+      if (signal.aborted) call$.abort(signal.reason)
+      else signal.addEventListener('abort', onClientGone, { once: true })
+      deadline = setTimeout(() => {
+        timedOut = true
+        call$.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'))
+      }, timeoutMs)
+      deadline.unref()
       started = performance.now()
-      const callSignal = AbortSignal.any([signal, deadline])
+      const callSignal = call$.signal
       const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
@@ -195,7 +208,7 @@ export class Runs {
         throw callSignal.reason
       }
     } catch (err) {
-      const clientLeft = signal.aborted && !deadline.aborted
+      const clientLeft = signal.aborted && !timedOut
       const latencyMs = elapsed(started)
       if (clientLeft) {
         const failure = new AppError(
@@ -222,7 +235,7 @@ export class Runs {
         throw failure
       }
       const failure = providerFailure(err, {
-        timedOut: deadline.aborted,
+        timedOut,
         timeoutMs,
         secrets: [connection.apiKey, ...Object.values(connection.headers)],
       })
@@ -251,6 +264,8 @@ export class Runs {
       )
       throw failure
     } finally {
+      clearTimeout(deadline)
+      signal.removeEventListener('abort', onClientGone)
       release()
       run.release()
     }
