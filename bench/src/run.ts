@@ -261,12 +261,16 @@ try {
   const runPath = `/api/v1/prompts/${prompt.data._id}/run`
   const runBody = (stream: boolean, i: number) =>
     JSON.stringify({ connectionId: conn.data._id, variables: { text: text(i) }, stream, model: MODEL })
+  /** What the provider gets: the prompt's config and its rendered message. */
+  const providerRequest = (i: number) => ({
+    model: MODEL,
+    temperature: 0.2,
+    max_tokens: 200,
+    messages: [{ role: 'user', content: template.replace('{{text}}', text(i)) }],
+  })
   const directBody = (stream: boolean, i: number) =>
     JSON.stringify({
-      model: MODEL,
-      temperature: 0.2,
-      max_tokens: 200,
-      messages: [{ role: 'user', content: template.replace('{{text}}', text(i)) }],
+      ...providerRequest(i),
       ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
     })
   const svcHeaders = { 'content-type': 'application/json', authorization: `Bearer ${token}` }
@@ -277,14 +281,7 @@ try {
     first: (i: number) => firstChunk(gateway, runPath, svcHeaders, runBody(true, i), 'event: delta'),
   }
   // The bare chain gets the request the provider gets, with `stream` for its handler to pass on.
-  const bareBody = (stream: boolean, i: number) =>
-    JSON.stringify({
-      model: MODEL,
-      temperature: 0.2,
-      max_tokens: 200,
-      messages: [{ role: 'user', content: template.replace('{{text}}', text(i)) }],
-      stream,
-    })
+  const bareBody = (stream: boolean, i: number) => JSON.stringify({ ...providerRequest(i), stream })
   const bareHeaders = { 'content-type': 'application/json' }
   const viaBare = {
     plain: (i: number) => whole(barePool, '/run', bareHeaders, bareBody(false, i)),
@@ -311,55 +308,40 @@ try {
   await load(200, CONCURRENCY, viaHandler.plain)
   await load(200, CONCURRENCY, viaHandler.first)
 
-  const samples = {
-    svcPlain: [] as number[],
-    dirPlain: [] as number[],
-    svcFirst: [] as number[],
-    dirFirst: [] as number[],
-    barePlain: [] as number[],
-    bareFirst: [] as number[],
-    handlerPlain: [] as number[],
-    handlerFirst: [] as number[],
+  /**
+   * Where a call goes: directly to the provider, through the service, through the bare chain, or
+   * through its handler alone; and, for each but the direct calls, the process whose CPU counts.
+   */
+  const routes = {
+    direct: { calls: direct, front: null },
+    svc: { calls: viaService, front: service },
+    bare: { calls: viaBare, front: bareChain },
+    handler: { calls: viaHandler, front: bareChain },
   }
+  type Route = keyof typeof routes
+  type Kind = 'plain' | 'first'
+  const samples = Object.fromEntries(
+    (Object.keys(routes) as Route[]).map((r) => [r, { plain: [] as number[], first: [] as number[] }]),
+  ) as Record<Route, Record<Kind, number[]>>
   const perRound = Math.ceil(CALLS / ROUNDS)
-  /** CPU seconds of the service and the provider over the through-the-service rounds. */
-  const cpu = {
-    plain: { service: 0, provider: 0 },
-    first: { service: 0, provider: 0 },
-    barePlain: { service: 0, provider: 0 },
-    bareFirst: { service: 0, provider: 0 },
-    handlerPlain: { service: 0, provider: 0 },
-    handlerFirst: { service: 0, provider: 0 },
-  }
-  const measured = async (kind: keyof typeof cpu, front: Child, run: () => Promise<number[]>) => {
-    const service0 = cpuSeconds(front.child.pid)
-    const provider0 = cpuSeconds(fakeprovider.child.pid)
-    const out = await run()
-    cpu[kind].service += cpuSeconds(front.child.pid) - service0
-    cpu[kind].provider += cpuSeconds(fakeprovider.child.pid) - provider0
-    return out
-  }
+  /** CPU seconds of the front process and of the provider over each route's rounds. */
+  const cpu = Object.fromEntries(
+    (Object.keys(routes) as Route[]).map((r) => [
+      r,
+      { plain: { service: 0, provider: 0 }, first: { service: 0, provider: 0 } },
+    ]),
+  ) as Record<Route, Record<Kind, { service: number; provider: number }>>
   for (let r = 0; r < ROUNDS; r++) {
-    samples.dirPlain.push(...(await load(perRound, CONCURRENCY, direct.plain)))
-    samples.svcPlain.push(
-      ...(await measured('plain', service, () => load(perRound, CONCURRENCY, viaService.plain))),
-    )
-    samples.barePlain.push(
-      ...(await measured('barePlain', bareChain, () => load(perRound, CONCURRENCY, viaBare.plain))),
-    )
-    samples.handlerPlain.push(
-      ...(await measured('handlerPlain', bareChain, () => load(perRound, CONCURRENCY, viaHandler.plain))),
-    )
-    samples.dirFirst.push(...(await load(perRound, CONCURRENCY, direct.first)))
-    samples.svcFirst.push(
-      ...(await measured('first', service, () => load(perRound, CONCURRENCY, viaService.first))),
-    )
-    samples.bareFirst.push(
-      ...(await measured('bareFirst', bareChain, () => load(perRound, CONCURRENCY, viaBare.first))),
-    )
-    samples.handlerFirst.push(
-      ...(await measured('handlerFirst', bareChain, () => load(perRound, CONCURRENCY, viaHandler.first))),
-    )
+    for (const kind of ['plain', 'first'] as const) {
+      for (const route of Object.keys(routes) as Route[]) {
+        const { calls, front } = routes[route]
+        const service0 = cpuSeconds(front?.child.pid)
+        const provider0 = cpuSeconds(fakeprovider.child.pid)
+        samples[route][kind].push(...(await load(perRound, CONCURRENCY, calls[kind])))
+        cpu[route][kind].service += cpuSeconds(front?.child.pid) - service0
+        cpu[route][kind].provider += cpuSeconds(fakeprovider.child.pid) - provider0
+      }
+    }
   }
   const seqDirect = await load(SEQUENTIAL, 1, direct.plain)
   const seqService = await load(SEQUENTIAL, 1, viaService.plain)
@@ -367,32 +349,32 @@ try {
   const seqHandler = await load(SEQUENTIAL, 1, viaHandler.plain)
 
   const fmt = (x: number) => x.toFixed(2)
-  const addedPlain = p50(samples.svcPlain) - p50(samples.dirPlain)
-  const addedFirst = p50(samples.svcFirst) - p50(samples.dirFirst)
+  const addedPlain = p50(samples.svc.plain) - p50(samples.direct.plain)
+  const addedFirst = p50(samples.svc.first) - p50(samples.direct.first)
   const addedSeq = p50(seqService) - p50(seqDirect)
   console.log(
-    `non-streamed, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.dirPlain))} ms, via the service ${fmt(p50(samples.svcPlain))} ms, added ${fmt(addedPlain)} ms`,
+    `non-streamed, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.direct.plain))} ms, via the service ${fmt(p50(samples.svc.plain))} ms, added ${fmt(addedPlain)} ms`,
   )
   console.log(
-    `first token, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.dirFirst))} ms, via the service ${fmt(p50(samples.svcFirst))} ms, added ${fmt(addedFirst)} ms`,
+    `first token, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.direct.first))} ms, via the service ${fmt(p50(samples.svc.first))} ms, added ${fmt(addedFirst)} ms`,
   )
   const perCall = (seconds: number) => `${((seconds / (perRound * ROUNDS)) * 1e6).toFixed(0)} µs`
   console.log(
-    `CPU per call through the service: non-streamed service ${perCall(cpu.plain.service)}, provider ${perCall(cpu.plain.provider)}; streamed service ${perCall(cpu.first.service)}, provider ${perCall(cpu.first.provider)}`,
+    `CPU per call through the service: non-streamed service ${perCall(cpu.svc.plain.service)}, provider ${perCall(cpu.svc.plain.provider)}; streamed service ${perCall(cpu.svc.first.service)}, provider ${perCall(cpu.svc.first.provider)}`,
   )
   console.log(
     `sequential: direct p50 ${fmt(p50(seqDirect))} ms, via the service ${fmt(p50(seqService))} ms, added ${fmt(addedSeq)} ms`,
   )
   const bareAdded = {
-    plain: p50(samples.barePlain) - p50(samples.dirPlain),
-    first: p50(samples.bareFirst) - p50(samples.dirFirst),
+    plain: p50(samples.bare.plain) - p50(samples.direct.plain),
+    first: p50(samples.bare.first) - p50(samples.direct.first),
     seq: p50(seqBare) - p50(seqDirect),
   }
   console.log(
-    `bare chain (proxy → handler → OpenAI SDK, one process): added p50 ${fmt(bareAdded.plain)} ms non-streamed, ${fmt(bareAdded.first)} ms first token, ${fmt(bareAdded.seq)} ms sequential; CPU per call ${perCall(cpu.barePlain.service)} non-streamed, ${perCall(cpu.bareFirst.service)} streamed`,
+    `bare chain (proxy → handler → OpenAI SDK, one process): added p50 ${fmt(bareAdded.plain)} ms non-streamed, ${fmt(bareAdded.first)} ms first token, ${fmt(bareAdded.seq)} ms sequential; CPU per call ${perCall(cpu.bare.plain.service)} non-streamed, ${perCall(cpu.bare.first.service)} streamed`,
   )
   console.log(
-    `bare handler alone (no proxy: one HTTP exchange, then the SDK): added p50 ${fmt(p50(samples.handlerPlain) - p50(samples.dirPlain))} ms non-streamed, ${fmt(p50(samples.handlerFirst) - p50(samples.dirFirst))} ms first token, ${fmt(p50(seqHandler) - p50(seqDirect))} ms sequential; CPU per call ${perCall(cpu.handlerPlain.service)} non-streamed, ${perCall(cpu.handlerFirst.service)} streamed`,
+    `bare handler alone (no proxy: one HTTP exchange, then the SDK): added p50 ${fmt(p50(samples.handler.plain) - p50(samples.direct.plain))} ms non-streamed, ${fmt(p50(samples.handler.first) - p50(samples.direct.first))} ms first token, ${fmt(p50(seqHandler) - p50(seqDirect))} ms sequential; CPU per call ${perCall(cpu.handler.plain.service)} non-streamed, ${perCall(cpu.handler.first.service)} streamed`,
   )
   console.log(
     `the service above the bare chain: p50 ${fmt(addedPlain - bareAdded.plain)} ms non-streamed, ${fmt(addedFirst - bareAdded.first)} ms first token, ${fmt(addedSeq - bareAdded.seq)} ms sequential`,
@@ -433,7 +415,7 @@ try {
   if (failures.size > 0)
     console.log(`failed calls (not counted): ${[...failures].map(([k, v]) => `${k} × ${v}`).join(', ')}`)
   console.log(
-    `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svcPlain.filter(Number.isFinite).length} calls, ${CONCURRENCY} concurrent)`,
+    `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svc.plain.filter(Number.isFinite).length} calls, ${CONCURRENCY} concurrent)`,
   )
   if (args['cpu-prof'])
     console.log(
