@@ -2,6 +2,8 @@ import { AppError, CONTEXT_HEADER, type ErrorCode, ERROR_STATUS, type Experiment
 import {
   callInternal,
   closePool,
+  type Deadline,
+  deadline,
   InternalTimeoutError,
   internalPath,
   signContext,
@@ -168,7 +170,22 @@ export class RunsExecutor implements UnitExecutor {
       ...(r.model !== undefined ? { model: r.model } : {}),
       ...(r.params !== undefined ? { params: r.params } : {}),
     }
-    const deadline = AbortSignal.timeout(this.timeoutMs)
+    const limit = deadline(signal, this.timeoutMs)
+    try {
+      return await this.call(path, caller, body, signal, limit)
+    } finally {
+      limit.clear()
+    }
+  }
+
+  /** The unit's request and its answer, within `limit` (the caller's signal and the deadline). */
+  private async call(
+    path: string,
+    caller: VerifiedContext,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+    limit: Deadline,
+  ): Promise<RunAnswer> {
     const started = performance.now()
     let res: Awaited<ReturnType<Pool['request']>>
     try {
@@ -181,11 +198,11 @@ export class RunsExecutor implements UnitExecutor {
           'x-request-id': `exp-${Date.now().toString(36)}`,
         },
         body: JSON.stringify(body),
-        signal: AbortSignal.any([signal, deadline]),
+        signal: limit.signal,
       })
     } catch (err) {
       if (signal.aborted) throw err
-      if (deadline.aborted) throw new Error('the run did not answer in time')
+      if (limit.timedOut()) throw new Error('the run did not answer in time')
       throw new Error(`the runs service is not reachable: ${(err as Error).message}`)
     }
     let parsed: unknown = null

@@ -9,7 +9,7 @@ import {
   type RunResult,
   pagination,
 } from '@pm/contracts'
-import { newId } from '@pm/kit'
+import { type Deadline, deadline, newId } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { providerFailure } from '../domain/failure.ts'
 import { chooseModel, mergeParams } from '../domain/params.ts'
@@ -145,14 +145,9 @@ export class Runs {
     onDelta?: (content: string) => void,
   ): Promise<RunResult> {
     const { timeoutMs } = this.deps
-    // One controller for the call, aborted by the client leaving or by the deadline; the deadline
-    // is a timer cleared when the call ends. (AbortSignal.timeout's timer cannot be cleared: it
-    // stays for the whole RUN_TIMEOUT_MS, with a WeakRef and a finalizer per call, and
-    // AbortSignal.any adds weak links of its own: work and garbage for every call under load.)
-    const call$ = new AbortController()
-    const onClientGone = () => call$.abort(signal.reason)
-    let timedOut = false
-    let deadline: NodeJS.Timeout | undefined
+    // The client leaving or the deadline aborts the call; set once the client is ready (loading
+    // an SDK is not the provider's time), cleared when the call ends.
+    let limit: Deadline | undefined
     let started = performance.now()
     let firstToken: number | undefined
     // What a stream delivered, kept for the log of a run cut short.
@@ -183,16 +178,9 @@ export class Runs {
           this.clients.set(cacheKey, adapter)
         }
       }
-      // Set once the client is ready: loading an SDK is not the provider's time.
-      if (signal.aborted) call$.abort(signal.reason)
-      else signal.addEventListener('abort', onClientGone, { once: true })
-      deadline = setTimeout(() => {
-        timedOut = true
-        call$.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'))
-      }, timeoutMs)
-      deadline.unref()
+      limit = deadline(signal, timeoutMs)
       started = performance.now()
-      const callSignal = call$.signal
+      const callSignal = limit.signal
       const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
@@ -208,6 +196,7 @@ export class Runs {
         throw callSignal.reason
       }
     } catch (err) {
+      const timedOut = limit?.timedOut() === true
       const clientLeft = signal.aborted && !timedOut
       const latencyMs = elapsed(started)
       if (clientLeft) {
@@ -264,8 +253,7 @@ export class Runs {
       )
       throw failure
     } finally {
-      clearTimeout(deadline)
-      signal.removeEventListener('abort', onClientGone)
+      limit?.clear()
       release()
       run.release()
     }
