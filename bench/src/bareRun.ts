@@ -1,5 +1,5 @@
 /**
- * The bare chain `bench:run --bare` compares the runs service against: what any service built as
+ * The bare chain `bench:run` compares the runs service against: what any service built as
  * DESIGN section 13 asks must do for a call, and nothing more. In one process, as the embedded
  * default is: a plain Fastify proxy (@fastify/http-proxy, default options) in front of a plain
  * Fastify handler that sends the request's messages to the provider through the OpenAI SDK

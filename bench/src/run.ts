@@ -15,8 +15,8 @@
  * in front of a plain handler calling the provider through the OpenAI SDK, in one process): what
  * any service built as DESIGN section 13 asks adds on this machine, and the service's figures
  * above it; and through that chain's handler alone (no proxy: the floor of any design that calls
- * the SDK behind one HTTP exchange). --cpu-prof: V8 CPU profiles of the processes in bench/profiles/ (written at exit).
- * Last line:
+ * the SDK behind one HTTP exchange). --cpu-prof: V8 CPU profiles of the processes in
+ * bench/profiles/ (written at exit). Last line:
  *   run overhead: p50 <a> ms, first token p50 <b> ms (<N> calls, <C> concurrent)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -106,7 +106,7 @@ async function json<T>(
 /** Failed calls by status, reported with the figures (a failure is not a latency). */
 const failures = new Map<string, number>()
 function failed(path: string, status: number, body: string): number {
-  const key = `${status} ${/"code":"(\w+)"/.exec(body)?.[1] ?? ''} ${path.includes('/run') ? 'service' : 'direct'}`
+  const key = `${status} ${/"code":"(\w+)"/.exec(body)?.[1] ?? ''} ${path.startsWith('/api/') ? 'service' : path === '/run' ? 'bare' : 'direct'}`
   if (!failures.has(key)) console.error(`first ${key}: ${body.slice(0, 300)}`)
   failures.set(key, (failures.get(key) ?? 0) + 1)
   return Number.NaN
@@ -283,14 +283,12 @@ try {
   // The bare chain gets the request the provider gets, with `stream` for its handler to pass on.
   const bareBody = (stream: boolean, i: number) => JSON.stringify({ ...providerRequest(i), stream })
   const bareHeaders = { 'content-type': 'application/json' }
-  const viaBare = {
-    plain: (i: number) => whole(barePool, '/run', bareHeaders, bareBody(false, i)),
-    first: (i: number) => firstChunk(barePool, '/run', bareHeaders, bareBody(true, i), 'event: delta'),
-  }
-  const viaHandler = {
-    plain: (i: number) => whole(handlerPool, '/run', bareHeaders, bareBody(false, i)),
-    first: (i: number) => firstChunk(handlerPool, '/run', bareHeaders, bareBody(true, i), 'event: delta'),
-  }
+  const viaBareRun = (pool: Pool) => ({
+    plain: (i: number) => whole(pool, '/run', bareHeaders, bareBody(false, i)),
+    first: (i: number) => firstChunk(pool, '/run', bareHeaders, bareBody(true, i), 'event: delta'),
+  })
+  const viaBare = viaBareRun(barePool)
+  const viaHandler = viaBareRun(handlerPool)
   const direct = {
     plain: (i: number) => whole(provider, '/v1/chat/completions', directHeaders, directBody(false, i)),
     first: (i: number) =>
@@ -343,41 +341,42 @@ try {
       }
     }
   }
-  const seqDirect = await load(SEQUENTIAL, 1, direct.plain)
-  const seqService = await load(SEQUENTIAL, 1, viaService.plain)
-  const seqBare = await load(SEQUENTIAL, 1, viaBare.plain)
-  const seqHandler = await load(SEQUENTIAL, 1, viaHandler.plain)
+  const sequential = {} as Record<Route, number[]>
+  for (const route of Object.keys(routes) as Route[])
+    sequential[route] = await load(SEQUENTIAL, 1, routes[route].calls.plain)
 
   const fmt = (x: number) => x.toFixed(2)
-  const addedPlain = p50(samples.svc.plain) - p50(samples.direct.plain)
-  const addedFirst = p50(samples.svc.first) - p50(samples.direct.first)
-  const addedSeq = p50(seqService) - p50(seqDirect)
+  /** p50 added over the direct calls: at --concurrency (non-streamed, first token), one at a time. */
+  const addedBy = (route: Route) => ({
+    plain: p50(samples[route].plain) - p50(samples.direct.plain),
+    first: p50(samples[route].first) - p50(samples.direct.first),
+    seq: p50(sequential[route]) - p50(sequential.direct),
+  })
+  const added = addedBy('svc')
   console.log(
-    `non-streamed, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.direct.plain))} ms, via the service ${fmt(p50(samples.svc.plain))} ms, added ${fmt(addedPlain)} ms`,
+    `non-streamed, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.direct.plain))} ms, via the service ${fmt(p50(samples.svc.plain))} ms, added ${fmt(added.plain)} ms`,
   )
   console.log(
-    `first token, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.direct.first))} ms, via the service ${fmt(p50(samples.svc.first))} ms, added ${fmt(addedFirst)} ms`,
+    `first token, ${CONCURRENCY} concurrent: direct p50 ${fmt(p50(samples.direct.first))} ms, via the service ${fmt(p50(samples.svc.first))} ms, added ${fmt(added.first)} ms`,
   )
   const perCall = (seconds: number) => `${((seconds / (perRound * ROUNDS)) * 1e6).toFixed(0)} µs`
   console.log(
     `CPU per call through the service: non-streamed service ${perCall(cpu.svc.plain.service)}, provider ${perCall(cpu.svc.plain.provider)}; streamed service ${perCall(cpu.svc.first.service)}, provider ${perCall(cpu.svc.first.provider)}`,
   )
   console.log(
-    `sequential: direct p50 ${fmt(p50(seqDirect))} ms, via the service ${fmt(p50(seqService))} ms, added ${fmt(addedSeq)} ms`,
+    `sequential: direct p50 ${fmt(p50(sequential.direct))} ms, via the service ${fmt(p50(sequential.svc))} ms, added ${fmt(added.seq)} ms`,
   )
-  const bareAdded = {
-    plain: p50(samples.bare.plain) - p50(samples.direct.plain),
-    first: p50(samples.bare.first) - p50(samples.direct.first),
-    seq: p50(seqBare) - p50(seqDirect),
+  const chainLine = (label: string, route: Route) => {
+    const a = addedBy(route)
+    console.log(
+      `${label}: added p50 ${fmt(a.plain)} ms non-streamed, ${fmt(a.first)} ms first token, ${fmt(a.seq)} ms sequential; CPU per call ${perCall(cpu[route].plain.service)} non-streamed, ${perCall(cpu[route].first.service)} streamed`,
+    )
+    return a
   }
+  const bareAdded = chainLine('bare chain (proxy → handler → OpenAI SDK, one process)', 'bare')
+  chainLine('bare handler alone (no proxy: one HTTP exchange, then the SDK)', 'handler')
   console.log(
-    `bare chain (proxy → handler → OpenAI SDK, one process): added p50 ${fmt(bareAdded.plain)} ms non-streamed, ${fmt(bareAdded.first)} ms first token, ${fmt(bareAdded.seq)} ms sequential; CPU per call ${perCall(cpu.bare.plain.service)} non-streamed, ${perCall(cpu.bare.first.service)} streamed`,
-  )
-  console.log(
-    `bare handler alone (no proxy: one HTTP exchange, then the SDK): added p50 ${fmt(p50(samples.handler.plain) - p50(samples.direct.plain))} ms non-streamed, ${fmt(p50(samples.handler.first) - p50(samples.direct.first))} ms first token, ${fmt(p50(seqHandler) - p50(seqDirect))} ms sequential; CPU per call ${perCall(cpu.handler.plain.service)} non-streamed, ${perCall(cpu.handler.first.service)} streamed`,
-  )
-  console.log(
-    `the service above the bare chain: p50 ${fmt(addedPlain - bareAdded.plain)} ms non-streamed, ${fmt(addedFirst - bareAdded.first)} ms first token, ${fmt(addedSeq - bareAdded.seq)} ms sequential`,
+    `the service above the bare chain: p50 ${fmt(added.plain - bareAdded.plain)} ms non-streamed, ${fmt(added.first - bareAdded.first)} ms first token, ${fmt(added.seq - bareAdded.seq)} ms sequential`,
   )
 
   // Memory per open stream: streams held open on an answer that stalls after its first delta.
@@ -415,7 +414,7 @@ try {
   if (failures.size > 0)
     console.log(`failed calls (not counted): ${[...failures].map(([k, v]) => `${k} × ${v}`).join(', ')}`)
   console.log(
-    `run overhead: p50 ${fmt(addedPlain)} ms, first token p50 ${fmt(addedFirst)} ms (${samples.svc.plain.filter(Number.isFinite).length} calls, ${CONCURRENCY} concurrent)`,
+    `run overhead: p50 ${fmt(added.plain)} ms, first token p50 ${fmt(added.first)} ms (${samples.svc.plain.filter(Number.isFinite).length} calls, ${CONCURRENCY} concurrent)`,
   )
   if (args['cpu-prof'])
     console.log(

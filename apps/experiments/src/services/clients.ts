@@ -172,7 +172,7 @@ export class RunsExecutor implements UnitExecutor {
     }
     const limit = deadline(signal, this.timeoutMs)
     try {
-      return await this.call(path, caller, body, signal, limit)
+      return await this.call(path, caller, body, limit)
     } finally {
       limit.clear()
     }
@@ -183,7 +183,6 @@ export class RunsExecutor implements UnitExecutor {
     path: string,
     caller: VerifiedContext,
     body: Record<string, unknown>,
-    signal: AbortSignal,
     limit: Deadline,
   ): Promise<RunAnswer> {
     const started = performance.now()
@@ -201,8 +200,8 @@ export class RunsExecutor implements UnitExecutor {
         signal: limit.signal,
       })
     } catch (err) {
-      if (signal.aborted) throw err
       if (limit.timedOut()) throw new Error('the run did not answer in time')
+      if (limit.signal.aborted) throw err
       throw new Error(`the runs service is not reachable: ${(err as Error).message}`)
     }
     let parsed: unknown = null
