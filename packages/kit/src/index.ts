@@ -1,5 +1,6 @@
 export * from './config.ts'
 export * from './context.ts'
+export * from './contextFrame.ts'
 export * from './deadline.ts'
 export * from './ids.ts'
 export * from './mongo.ts'

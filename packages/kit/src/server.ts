@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { ConfigError, loadConfig } from './config.ts'
+import { holdContextFrame } from './contextFrame.ts'
 import { Metrics, type MetricsServer, serveMetrics } from './metrics.ts'
 import { commonSettings, type TracesSampler } from './settings.ts'
 import { type Tracing, type TracingSettings, tracingFor } from './tracing.ts'
@@ -59,8 +60,12 @@ export async function runServer(app: FastifyInstance, opts: ListenOptions): Prom
   }
 }
 
-/** Entry-point wrapper: a configuration error stops the process with its message. */
+/**
+ * Entry-point wrapper: the process's context frame is entered first (contextFrame.ts), and a
+ * configuration error stops the process with its message.
+ */
 export async function main(start: () => Promise<void>): Promise<void> {
+  holdContextFrame()
   try {
     await start()
   } catch (err) {
