@@ -1,6 +1,6 @@
 import type { EnvironmentHistory, Environments, Pin, Prompt, PromptVersion } from '@pm/contracts'
 import { newId } from '@pm/kit'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { type Harness, harness } from './helpers.ts'
 
 // One service for the file; each test makes its own prompt.
@@ -231,5 +231,29 @@ describe('history and rollback', () => {
       headers: t.as(),
     })
     expect(preview.json<EnvironmentHistory>().entries).toEqual([])
+  })
+
+  it('lists promotes made within one millisecond in the order they were made', async () => {
+    const { prompt } = await promptWithVersions(3)
+    // The clock stands still: every promote below is made at the same millisecond.
+    vi.useFakeTimers({ toFake: ['Date'], now: new Date('2026-11-27T12:00:00.000Z') })
+    try {
+      for (const version of [1, 2, 3, 1, 3, 2]) {
+        expect((await promote(prompt._id, { version })).statusCode).toBe(200)
+      }
+    } finally {
+      vi.useRealTimers()
+    }
+    const res = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/prompts/${prompt._id}/environments/production/history`,
+      headers: t.as(),
+    })
+    const entries = res.json<EnvironmentHistory>().entries
+    expect(entries.map((e) => e.version)).toEqual([2, 3, 1, 3, 2, 1])
+    // Each a millisecond after the one before it.
+    expect(entries.map((e) => e.promotedAt).reverse()).toEqual(
+      [0, 1, 2, 3, 4, 5].map((ms) => new Date(Date.parse('2026-11-27T12:00:00.000Z') + ms).toISOString()),
+    )
   })
 })

@@ -624,7 +624,12 @@ export class PromptsService {
       }
       return version
     }
-    const promotedAt = new Date().toISOString()
+    // Strictly after the environment's last promote: its history is listed by promotedAt (then
+    // by id, whose tail is random), so two promotes within one millisecond would otherwise be
+    // listed in either order.
+    const last = prompt.environments[env]?.promotedAt
+    const now = Date.now()
+    const promotedAt = new Date(last ? Math.max(now, Date.parse(last) + 1) : now).toISOString()
     let pin: Pin
     if ('split' in target) {
       const versions = await Promise.all(target.split.map((v) => published({ versionId: v.versionId })))
