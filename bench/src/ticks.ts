@@ -2,8 +2,8 @@
  * What a `process.nextTick` costs in the embedded service after it has served a load, tracing
  * off, at ratio 0 and at 0.1: the probe (tickProbe.ts, loaded with `--import`) times 20,000
  * ticks on SIGUSR2, five times, and reports the least, in ns a tick. V8 compiles `nextTick`
- * by what it has seen; in a process where the tick's async context frame was sometimes
- * undefined and sometimes an object it took 245 ns a tick instead of 23-43 (kit's
+ * by what it has seen; in some processes where the tick's async context frame was sometimes
+ * undefined and sometimes an object it took about 250 ns a tick instead of 23-43 (kit's
  * contextFrame.ts; bench/README.md, "nextTick and the context frame"). Also the service's CPU a
  * request over the load.
  *
