@@ -624,9 +624,9 @@ export class PromptsService {
       }
       return version
     }
-    // Strictly after the environment's last promote: its history is listed by promotedAt (then
-    // by id, whose tail is random), so two promotes within one millisecond would otherwise be
-    // listed in either order.
+    // Strictly after the environment's last promote: its history is listed by promotedAt, then
+    // by id, and a promote within a millisecond of the last one, made by another process (whose
+    // ids need not sort after this one's), would otherwise be listed before it.
     const last = prompt.environments[env]?.promotedAt
     const now = Date.now()
     const promotedAt = new Date(last ? Math.max(now, Date.parse(last) + 1) : now).toISOString()
