@@ -1,9 +1,11 @@
 /**
  * What the invoke benches share: the bootstrap admin, the prompt and its variables, the setup of
- * one invoke (an API key, a published prompt) and an OTLP sink for the traced variants.
+ * one invoke (an API key, a published prompt), a load of such invokes, and an OTLP sink for the
+ * traced variants.
  */
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
+import { Pool } from 'undici'
 
 /** What invoke names: the current version, the production pin, or production under a 50/50 split. */
 export type InvokeTarget = 'current' | 'env' | 'split'
@@ -120,4 +122,48 @@ async function startSink() {
   const address = server.address()
   if (!address || typeof address === 'string') throw new Error('sink: no address')
   return { url: `http://127.0.0.1:${address.port}`, counts, close: () => server.close() }
+}
+
+/** A prepared invoke sent through a pool of `concurrency` connections to `url`. */
+export interface Invoker {
+  /** One invoke; its status and body are checked against the first one's. */
+  invoke(): Promise<void>
+  /** `total` invokes, `concurrency` at a time. */
+  load(total: number): Promise<void>
+  close(): Promise<void>
+}
+
+export function invoker(
+  name: string,
+  url: string,
+  prepared: Awaited<ReturnType<typeof prepare>>,
+  concurrency: number,
+): Invoker {
+  const pool = new Pool(url, { connections: concurrency })
+  const invoke = async () => {
+    const res = await pool.request({
+      method: 'POST',
+      path: prepared.path,
+      headers: prepared.headers,
+      body: prepared.body,
+    })
+    const text = await res.body.text()
+    if (res.statusCode !== 200 || text !== prepared.expected)
+      throw new Error(`${name}: invoke answered ${res.statusCode}: ${text.slice(0, 200)}`)
+  }
+  return {
+    invoke,
+    load: async (total) => {
+      let next = 0
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (next < total) {
+            next++
+            await invoke()
+          }
+        }),
+      )
+    },
+    close: () => pool.close(),
+  }
 }

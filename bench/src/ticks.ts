@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort, REPO_ROOT } from '@pm/testkit'
-import { prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
+import { invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
 import { cpuSeconds, startChild, waitReady } from './processes.ts'
 
 const { values: args } = parseArgs({
@@ -24,11 +24,11 @@ const { values: args } = parseArgs({
     ratios: { type: 'string', default: 'off,0,0.1' },
   },
 })
-const invokes = Number(args.invokes)
+const total = Number(args.invokes)
 const processes = Number(args.processes)
 const ratios = String(args.ratios).split(',')
 if (
-  !(invokes > 0) ||
+  !(total > 0) ||
   !(processes > 0) ||
   ratios.some((r) => r !== 'off' && !(Number(r) >= 0 && Number(r) <= 1))
 )
@@ -52,20 +52,11 @@ async function probe(ratio: string, index: number) {
   try {
     const gateway = `http://127.0.0.1:${port}`
     await waitReady(`${gateway}/health/ready`, proc)
-    const { path, headers, body, expected } = await prepare(gateway)
+    const invokes = invoker(name, gateway, await prepare(gateway), 8)
     const before = cpuSeconds(proc.child.pid)
-    let left = invokes
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (left-- > 0) {
-          const res = await fetch(`${gateway}${path}`, { method: 'POST', headers, body })
-          const text = await res.text()
-          if (res.status !== 200 || text !== expected)
-            throw new Error(`invoke answered ${res.status}: ${text}`)
-        }
-      }),
-    )
-    const cpuPerInvoke = ((cpuSeconds(proc.child.pid) - before) / invokes) * 1e6
+    await invokes.load(total)
+    await invokes.close()
+    const cpuPerInvoke = ((cpuSeconds(proc.child.pid) - before) / total) * 1e6
     proc.child.kill('SIGUSR2')
     const deadline = Date.now() + 10_000
     let line: RegExpExecArray | null = null
@@ -81,7 +72,7 @@ async function probe(ratio: string, index: number) {
 }
 
 console.log(
-  `bench ticks: embedded, ${invokes} invokes (8 at a time) then the probe; ${processes} process(es) of each of ${ratios.join(', ')}`,
+  `bench ticks: embedded, ${total} invokes (8 at a time) then the probe; ${processes} process(es) of each of ${ratios.join(', ')}`,
 )
 try {
   for (let p = 1; p <= processes; p++) {

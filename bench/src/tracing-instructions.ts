@@ -32,8 +32,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { freePort } from '@pm/testkit'
-import { Pool } from 'undici'
-import { prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
+import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
 import { type Child, startChild, waitReady } from './processes.ts'
 
 const run = promisify(execFile)
@@ -157,8 +156,8 @@ interface Variant {
 interface Started extends Variant {
   proc: Child
   pid: number
-  pool: Pool
-  invoke: () => Promise<void>
+  /** Its invokes, `CONCURRENCY` at a time. */
+  invokes: Invoker
   /** Each window's instructions a request above idle, the compilers' left out (the steady state's). */
   perRequest: number[]
   /** The same, GC's only. */
@@ -196,43 +195,17 @@ async function start(variant: Variant): Promise<Started> {
   await waitReady(`${url}/health/ready`, proc, 600_000)
   const pid = proc.child.pid
   if (pid === undefined) throw new Error(`${variant.name}: no pid`)
-  const prepared = await prepare(url)
-  const pool = new Pool(url, { connections: CONCURRENCY })
-  const invoke = async () => {
-    const res = await pool.request({
-      method: 'POST',
-      path: prepared.path,
-      headers: prepared.headers,
-      body: prepared.body,
-    })
-    const text = await res.body.text()
-    if (res.statusCode !== 200 || text !== prepared.expected)
-      throw new Error(`${variant.name}: invoke answered ${res.statusCode}: ${text.slice(0, 200)}`)
-  }
+  const invokes = invoker(variant.name, url, await prepare(url), CONCURRENCY)
   return {
     ...variant,
     proc,
     pid,
-    pool,
-    invoke,
+    invokes,
     perRequest: [],
     gcPerRequest: [],
     compilePerRequest: [],
     idleShare: [],
   }
-}
-
-/** `total` invokes, `CONCURRENCY` at a time. */
-async function load(v: Started, total: number): Promise<void> {
-  let next = 0
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < total) {
-        next++
-        await v.invoke()
-      }
-    }),
-  )
 }
 
 /**
@@ -252,7 +225,7 @@ async function window(v: Started): Promise<void> {
   const idleMs = performance.now() - idleFrom
   await control(v.pid, '-z')
   const loadFrom = performance.now()
-  await load(v, REQUESTS)
+  await v.invokes.load(REQUESTS)
   const loaded = await dumpCounts(v.name, v.pid)
   const idlePart = ((idle.total - idle.gc - idle.compile) * (performance.now() - loadFrom)) / idleMs
   v.perRequest.push((loaded.total - loaded.compile - idlePart) / REQUESTS)
@@ -293,7 +266,7 @@ try {
     ),
   )
   log(`started: ${started.map((v) => `${v.label} (pid ${v.pid})`).join(', ')}`)
-  await Promise.all(started.map((v) => load(v, WARMUP)))
+  await Promise.all(started.map((v) => v.invokes.load(WARMUP)))
   // The warm-up's last spans go out within a second; then counting starts.
   await new Promise((r) => setTimeout(r, 2_000))
   await Promise.all(started.map((v) => control(v.pid, '-i', 'on')))
@@ -329,7 +302,7 @@ try {
   }
   log(`exported to the sink: ${sink.counts.requests} requests, ${sink.counts.bytes} bytes`)
   sink.close()
-  await Promise.all(started.map((v) => v.pool.close()))
+  await Promise.all(started.map((v) => v.invokes.close()))
   const rest = byLabel.slice(1)
   log(
     `tracing, instructions a request: ${rest.map((v) => `${v.label}/off ${(mean(v.perRequest) / offMean).toFixed(3)}`).join(', ')} (${byLabel.map((v) => `${v.label} ${fmtInstr(mean(v.perRequest))}`).join(', ')})`,

@@ -37,6 +37,17 @@ describe('deadline', () => {
     expect((d.signal.reason as DOMException).name).toBe('TimeoutError')
   })
 
+  it('does not call a call the caller aborted timed out when the deadline passes before it is cleared', () => {
+    vi.useFakeTimers()
+    const caller = new AbortController()
+    const d = deadline(caller.signal, 1_000)
+    caller.abort(new Error('client left'))
+    vi.advanceTimersByTime(1_000)
+    expect(d.timedOut()).toBe(false)
+    expect((d.signal.reason as Error).message).toBe('client left')
+    d.clear()
+  })
+
   it('leaves no timer and no listener once cleared', () => {
     vi.useFakeTimers()
     const caller = new AbortController()

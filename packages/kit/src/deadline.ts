@@ -23,6 +23,8 @@ export function deadline(parent: AbortSignal, ms: number): Deadline {
   if (parent.aborted) controller.abort(parent.reason)
   else parent.addEventListener('abort', onAbort, { once: true })
   const timer = setTimeout(() => {
+    // A call the caller already aborted, not yet cleared, did not time out.
+    if (controller.signal.aborted) return
     timedOut = true
     controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'))
   }, ms)
