@@ -104,8 +104,15 @@ export function proxyOptions(
             kind: 'client',
             attributes: { 'pm.upstream': upstream },
           })
-          request.proxySpan = span
-          Object.assign(out, span.headers())
+          if (span.recording) {
+            request.proxySpan = span
+            Object.assign(out, span.headers())
+          } else if (out.traceparent !== undefined) {
+            // Not traced here: a client's traceparent goes no further, so that no service behind
+            // the gateway records a trace the gateway did not.
+            delete out.traceparent
+            delete out.tracestate
+          }
         }
         return out
       },

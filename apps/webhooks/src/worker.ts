@@ -175,9 +175,12 @@ export class DeliveryWorker {
   ): Promise<void> {
     const { tracing } = this.opts
     if (!tracing) return this.send(delivery, sub, token, opts)
-    // A delivery made right after its event continues the event's trace; a retry starts its own.
+    // An attempt made right after its event, inside the event's traced consumer span, continues
+    // that trace; any other (a retry, one the poller took, one of an event not traced) is a trace
+    // of its own, as the sampler decides.
     return tracing.span('webhooks.deliver', () => this.send(delivery, sub, token, opts), {
       kind: 'client',
+      root: true,
       attributes: {
         'pm.delivery.id': delivery._id,
         'pm.webhook.id': sub._id,

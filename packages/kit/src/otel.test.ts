@@ -1,4 +1,4 @@
-import { context, createContextKey, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
+import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
 import {
   InMemorySpanExporter,
   SamplingDecision,
@@ -6,7 +6,7 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createOtelTracing, DroppedSpan, samplerFor, withDropped } from './otel.ts'
+import { createOtelTracing, samplerFor } from './otel.ts'
 import { type Tracing, traceMethods } from './tracing.ts'
 
 const TRACE_LOW = '00000000000000000000000000000001' // kept by any ratio above 0
@@ -29,36 +29,6 @@ function decide(
         })
   return samplerFor(name, ratio).shouldSample(parent, traceId, 'x', SpanKind.SERVER, {}, []).decision
 }
-
-describe('the context of a dropped span', () => {
-  it('reads as the API’s trace.setSpan would: the span, the parent’s values, writes kept', () => {
-    const key = createContextKey('test key')
-    const other = createContextKey('other key')
-    const parent = ROOT_CONTEXT.setValue(key, 'from the parent')
-    const span = new DroppedSpan({
-      traceId: TRACE_LOW,
-      spanId: '00000000000000aa',
-      traceFlags: TraceFlags.NONE,
-    })
-    const ctx = withDropped(parent, span)
-    const api = trace.setSpan(parent, span)
-    expect(ctx.constructor.name).toBe('DroppedContext') // the cheap one, as the API keys spans today
-    expect(trace.getSpan(ctx)).toBe(span)
-    expect(trace.getSpanContext(ctx)).toEqual(trace.getSpanContext(api))
-    expect(ctx.getValue(key)).toBe('from the parent')
-    expect(ctx.getValue(other)).toBeUndefined()
-    const written = ctx.setValue(other, 2)
-    expect([trace.getSpan(written), written.getValue(key), written.getValue(other)]).toEqual([
-      span,
-      'from the parent',
-      2,
-    ])
-    expect(ctx.getValue(other)).toBeUndefined() // contexts are immutable
-    const deleted = ctx.deleteValue(key)
-    expect([trace.getSpan(deleted), deleted.getValue(key)]).toEqual([span, undefined])
-    expect(span.headers()).toEqual({ traceparent: `00-${TRACE_LOW}-00000000000000aa-00` })
-  })
-})
 
 describe('OTEL_TRACES_SAMPLER', () => {
   const kept = SamplingDecision.RECORD_AND_SAMPLED
@@ -108,10 +78,11 @@ describe('a trace the sampler drops costs no span work', () => {
     return exporter.getFinishedSpans().map((s) => s.name)
   }
 
-  it('a dropped root: its children are one shared handle, nothing is recorded, traceparent says unsampled', async () => {
+  it('a dropped root: nothing entered, its children and outgoing headers untraced, nothing recorded', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 0)
-    const root = tracing.start('root', { kind: 'server', parent: {} })
+    const root = tracing.start('root', { kind: 'server', parent: {}, root: true })
     expect(root.recording).toBe(false)
+    expect(root.headers()).toEqual({})
     const inner = root.run(() => {
       const a = tracing.start('a')
       const b = tracing.start('b')
@@ -120,25 +91,44 @@ describe('a trace the sampler drops costs no span work', () => {
     expect(inner.a.recording).toBe(false)
     expect(inner.b).toBe(inner.a)
     expect(inner.nested).toBe(inner.a)
-    expect(inner.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
-    expect(inner.headers.traceparent).toBe(root.headers().traceparent)
-    // span(): the function runs and its result comes back, in the dropped root's context.
-    expect(await root.run(() => tracing.span('d', async () => tracing.headers().traceparent))).toBe(
-      inner.headers.traceparent,
-    )
+    expect(inner.headers).toEqual({})
+    // span(): the function runs and its result comes back.
+    expect(await root.run(() => tracing.span('d', async () => 42))).toBe(42)
     inner.a.end(new Error('ignored'))
     root.end()
     expect(await names(tracing, exporter)).toEqual([])
   })
 
-  it('a caller’s unsampled traceparent is followed by parent-based samplers, even at ratio 1', async () => {
+  it('a caller’s unsampled traceparent is followed by parent-based samplers, even at ratio 1: not sent on', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 1)
-    const root = tracing.start('root', { kind: 'server', parent: { traceparent: TRACEPARENT('00') } })
+    const root = tracing.start('root', {
+      kind: 'server',
+      parent: { traceparent: TRACEPARENT('00') },
+      root: true,
+    })
     expect(root.recording).toBe(false)
-    expect(root.headers().traceparent).toMatch(new RegExp(`^00-${TRACE_HIGH}-[0-9a-f]{16}-00$`))
+    expect(root.headers()).toEqual({})
     expect(root.run(() => tracing.start('child').recording)).toBe(false)
     root.end()
     expect(await names(tracing, exporter)).toEqual([])
+  })
+
+  it('no trace to continue: nothing is traced unless the span is asked to be a root', async () => {
+    const { exporter, tracing } = tracingWith('always_on', 1)
+    // A service behind the gateway, a request without a traceparent; a poller's store call.
+    expect(tracing.start('POST /render', { kind: 'server', parent: {} }).recording).toBe(false)
+    const store = traceMethods({ claim: async () => [1] }, tracing, 'store')
+    expect(await store.claim()).toEqual([1])
+    expect(tracing.start('poll').recording).toBe(false)
+    expect(tracing.headers()).toEqual({})
+    // A traceparent that is not valid (trace id all zeros) is no trace to continue either.
+    const invalid = { traceparent: `00-${'0'.repeat(32)}-00000000000000aa-01` }
+    expect(tracing.start('POST /render', { kind: 'server', parent: invalid }).recording).toBe(false)
+    // Asked to be a root (the gateway's requests, a retried delivery): the sampler decides.
+    const root = tracing.start('GET /x', { kind: 'server', parent: invalid, root: true })
+    expect(root.recording).toBe(true)
+    root.end()
+    expect(await names(tracing, exporter)).toEqual(['GET /x'])
   })
 
   it('a sampled trace records every span, children of an ended span included', async () => {
@@ -161,7 +151,7 @@ describe('a trace the sampler drops costs no span work', () => {
     const target = { get: () => promise, sync: (x: number) => x + 1 }
     const traced = traceMethods(target, tracing, 'store')
     expect(traced.get).toBe(traced.get)
-    const root = tracing.start('root', { parent: {} })
+    const root = tracing.start('root', { parent: {}, root: true })
     root.run(() => {
       expect(traced.get()).toBe(promise)
       expect(traced.sync(1)).toBe(2)
@@ -172,7 +162,7 @@ describe('a trace the sampler drops costs no span work', () => {
   it('traceMethods: in a sampled trace each call is a span', async () => {
     const { exporter, tracing } = tracingWith('always_on', 0)
     const traced = traceMethods({ get: async () => 42, sync: (x: number) => x + 1 }, tracing, 'store')
-    const root = tracing.start('root', { parent: {} })
+    const root = tracing.start('root', { parent: {}, root: true })
     await root.run(async () => {
       expect(await traced.get()).toBe(42)
       expect(traced.sync(1)).toBe(2)
@@ -223,72 +213,67 @@ describe('a dropped server span is decided without the SDK', () => {
     }
   }
 
-  it('a root the ratio drops: no SDK span; its trace id goes downstream with flags 00; a store call in it starts nothing', async () => {
+  it('a root the ratio drops: no SDK span, nothing sent downstream, a store call in it starts nothing', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 0)
     const store = traceMethods({ get: async () => 42 }, tracing, 'store')
-    const root = tracing.start('GET /x', { kind: 'server', parent: {} })
+    const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
     expect(root.recording).toBe(false)
-    const own = root.headers().traceparent
-    expect(own).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
     const inside = await root.run(async () => {
-      const outgoing = tracing.headers().traceparent
+      const outgoing = tracing.headers()
       expect(await store.get()).toBe(42)
-      return {
-        outgoing,
-        child: tracing.start('gateway.proxy render', { kind: 'client' }).headers().traceparent,
-      }
+      return { outgoing, child: tracing.start('gateway.proxy render', { kind: 'client' }).headers() }
     })
-    expect(inside.outgoing).toBe(own)
-    expect(inside.child).toBe(own)
-    // The next service, under a parent-based sampler, drops it too, in the same trace.
+    expect(inside).toEqual({ outgoing: {}, child: {} })
+    // The next service gets no traceparent, and starts no trace of its own (even at ratio 1).
     const next = tracingWith('parentbased_traceidratio', 1)
-    const downstream = next.tracing.start('POST /render', { kind: 'server', parent: { traceparent: own } })
+    const downstream = next.tracing.start('POST /render', { kind: 'server', parent: inside.outgoing })
     expect(downstream.recording).toBe(false)
-    expect(traceIdOf(downstream.headers().traceparent)).toBe(traceIdOf(own))
-    expect(flagsOf(downstream.headers().traceparent)).toBe('00')
-    expect(downstream.headers().traceparent).not.toBe(own) // a span id of its own
     expect(sdk.counter.started).toBe(0)
     await next.tracing.shutdown()
     await tracing.shutdown()
     expect(exporter.getFinishedSpans()).toEqual([])
   })
 
-  it('a caller’s unsampled traceparent: no SDK span, its tracestate goes on', async () => {
+  it('a caller’s unsampled traceparent and tracestate: no SDK span, nothing goes on', async () => {
     const { tracing } = tracingWith('parentbased_always_on', 1)
     const parent = { traceparent: `00-${TRACE_LOW}-00000000000000aa-00`, tracestate: 'vendor=x' }
     const span = tracing.start('POST /render', { kind: 'server', parent })
     expect(span.recording).toBe(false)
-    const headers = span.run(() => tracing.headers())
-    expect(headers.traceparent).toMatch(new RegExp(`^00-${TRACE_LOW}-(?!00000000000000aa)[0-9a-f]{16}-00$`))
-    expect(headers.tracestate).toBe('vendor=x')
+    expect(span.run(() => tracing.headers())).toEqual({})
     expect(sdk.counter.started).toBe(0)
     await tracing.shutdown()
   })
 
-  it('a caller’s traceparent the short path does not read goes to the propagator, as before', async () => {
+  it('a caller’s traceparent is read by the W3C propagator', async () => {
     const { tracing } = tracingWith('parentbased_always_on', 1)
     // A later version with more fields, flags 00: the propagator reads it, the trace is dropped.
     const later = tracing.start('a', {
       kind: 'server',
       parent: { traceparent: `cc-${TRACE_LOW}-00000000000000aa-00-more` },
+      root: true,
     })
     expect(later.recording).toBe(false)
-    expect(later.headers().traceparent).toMatch(new RegExp(`^00-${TRACE_LOW}-[0-9a-f]{16}-00$`))
     // An invalid one (trace id all zeros) is no parent: a root, which always_on records.
     const invalid = tracing.start('b', {
       kind: 'server',
       parent: { traceparent: `00-${'0'.repeat(32)}-00000000000000aa-00` },
+      root: true,
     })
     expect(invalid.recording).toBe(true)
     expect(invalid.headers().traceparent).not.toContain('0'.repeat(32))
     invalid.end()
-    // Sampled (flags 01): recorded in the caller's trace.
+    // Sampled (flags 01): recorded in the caller's trace, its tracestate carried on.
     const sampled = tracing.start('c', {
       kind: 'server',
-      parent: { traceparent: `00-${TRACE_HIGH}-00000000000000aa-01` },
+      parent: { traceparent: `00-${TRACE_HIGH}-00000000000000aa-01`, tracestate: 'vendor=x' },
     })
     expect(sampled.recording).toBe(true)
-    expect(sampled.headers().traceparent).toMatch(new RegExp(`^00-${TRACE_HIGH}-[0-9a-f]{16}-01$`))
+    expect(sampled.headers()).toEqual({
+      traceparent: expect.stringMatching(
+        new RegExp(`^00-${TRACE_HIGH}-(?!00000000000000aa)[0-9a-f]{16}-01$`),
+      ),
+      tracestate: 'vendor=x',
+    })
     sampled.end()
     expect(sdk.counter.started).toBe(2)
     await tracing.shutdown()
@@ -296,7 +281,7 @@ describe('a dropped server span is decided without the SDK', () => {
 
   it('a root the ratio samples is recorded by the SDK, in the trace id decided on, as a root', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 1)
-    const root = tracing.start('GET /x', { kind: 'server', parent: {} })
+    const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
     expect(root.recording).toBe(true)
     const traceparent = root.headers().traceparent
     expect(flagsOf(traceparent)).toBe('01')
@@ -305,7 +290,7 @@ describe('a dropped server span is decided without the SDK', () => {
     root.end()
     expect(sdk.counter.started).toBe(2)
     // Another root gets another trace id (the one decided on is used once).
-    const other = tracing.start('GET /y', { kind: 'server', parent: {} })
+    const other = tracing.start('GET /y', { kind: 'server', parent: {}, root: true })
     other.end()
     await tracing.shutdown()
     const spans = exporter.getFinishedSpans()
@@ -323,17 +308,27 @@ describe('a dropped server span is decided without the SDK', () => {
     const ratio = 0.3
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', ratio)
     const reference = new TraceIdRatioBasedSampler(ratio)
+    // The trace id each decision was made on: the first the ratio sampler is asked about for a
+    // root (the SDK asks again, about the same id, for one it then starts).
+    const asked = vi.spyOn(TraceIdRatioBasedSampler.prototype, 'shouldSample')
     const kept: string[] = []
     const n = 4000
-    for (let i = 0; i < n; i++) {
-      const root = tracing.start('GET /x', { kind: 'server', parent: {} })
-      const traceId = traceIdOf(root.headers().traceparent)
-      const sdkSays =
-        reference.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED
-      expect(root.recording, traceId).toBe(sdkSays)
-      expect(flagsOf(root.headers().traceparent)).toBe(sdkSays ? '01' : '00')
-      if (root.recording) kept.push(traceId)
-      root.end()
+    try {
+      for (let i = 0; i < n; i++) {
+        const before = asked.mock.calls.length
+        const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
+        const traceId = String(asked.mock.calls[before]?.[1])
+        const sdkSays =
+          reference.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED
+        expect(root.recording, traceId).toBe(sdkSays)
+        if (root.recording) {
+          expect(root.headers().traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+          kept.push(traceId)
+        }
+        root.end()
+      }
+    } finally {
+      asked.mockRestore()
     }
     // About the ratio's share (binomial: ±4.5 standard deviations at n = 4000), ...
     expect(Math.abs(kept.length / n - ratio)).toBeLessThan(0.033)
@@ -386,8 +381,8 @@ describe('the span batch', () => {
   it('OTEL_BSP_SCHEDULE_DELAY (scheduleDelayMs): an ended span waits that long for its batch, not the 1 s default', async () => {
     const late = batched({ scheduleDelayMs: 5_000 })
     const usual = batched({})
-    late.tracing.start('one').end()
-    usual.tracing.start('one').end()
+    late.tracing.start('one', { root: true }).end()
+    usual.tracing.start('one', { root: true }).end()
     await vi.advanceTimersByTimeAsync(1_100)
     expect(sent(usual.exporter)).toEqual(['one'])
     expect(sent(late.exporter)).toEqual([])
@@ -397,10 +392,10 @@ describe('the span batch', () => {
 
   it('OTEL_BSP_MAX_EXPORT_BATCH_SIZE (maxBatchSize): a batch that size goes at once', async () => {
     const { exporter, tracing } = batched({ scheduleDelayMs: 60_000, maxBatchSize: 2 })
-    tracing.start('one').end()
+    tracing.start('one', { root: true }).end()
     await vi.advanceTimersByTimeAsync(10)
     expect(sent(exporter)).toEqual([])
-    tracing.start('two').end()
+    tracing.start('two', { root: true }).end()
     await vi.advanceTimersByTimeAsync(10)
     expect(sent(exporter)).toEqual(['one', 'two'])
   })

@@ -4,11 +4,8 @@ import {
   defaultTextMapSetter,
   ROOT_CONTEXT,
   SamplingDecision,
-  type Span,
-  type SpanContext,
   SpanKind as OtelKind,
   SpanStatusCode,
-  TraceFlags,
   trace,
 } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
@@ -63,98 +60,6 @@ const spanIdNew = (): string => {
   return id === ZERO_SPAN ? spanIdNew() : id
 }
 
-/** A caller's `traceparent` as the W3C propagator accepts it (version 00, ids not zero), in parts. */
-const TRACEPARENT = /^00-((?!0{32})[0-9a-f]{32})-((?!0{16})[0-9a-f]{16})-([0-9a-f]{2})$/
-
-/**
- * A span this process does not record: its ids for the children and the outgoing headers,
- * its `traceparent` (flags 00) written once. What `trace.wrapSpanContext` makes, with the
- * header kept.
- */
-export class DroppedSpan implements Span {
-  private readonly context: SpanContext
-  private traceparent: string | undefined
-  constructor(context: SpanContext) {
-    this.context = context
-  }
-  spanContext(): SpanContext {
-    return this.context
-  }
-  headers(): Record<string, string> {
-    this.traceparent ??= `00-${this.context.traceId}-${this.context.spanId}-00`
-    const state = this.context.traceState?.serialize()
-    return state ? { traceparent: this.traceparent, tracestate: state } : { traceparent: this.traceparent }
-  }
-  setAttribute(): this {
-    return this
-  }
-  setAttributes(): this {
-    return this
-  }
-  addEvent(): this {
-    return this
-  }
-  addLink(): this {
-    return this
-  }
-  addLinks(): this {
-    return this
-  }
-  setStatus(): this {
-    return this
-  }
-  updateName(): this {
-    return this
-  }
-  end(): void {}
-  isRecording(): boolean {
-    return false
-  }
-  recordException(): void {}
-}
-
-/** The key the API keeps a context's span under: `createContextKey` is `Symbol.for` (checked below). */
-const SPAN_KEY = Symbol.for('OpenTelemetry Context Key SPAN')
-
-/**
- * The context of a dropped span: its parent's values and the span, read through without copying
- * the parent's (the API's context copies its parent's map and makes three closures, for each
- * request). A value set on it or deleted from it gives the API's own context, as
- * `trace.setSpan(parent, span)` would have.
- */
-class DroppedContext implements Context {
-  private readonly parent: Context
-  private readonly span: DroppedSpan
-  constructor(parent: Context, span: DroppedSpan) {
-    this.parent = parent
-    this.span = span
-  }
-  getValue(key: symbol): unknown {
-    return key === SPAN_KEY ? this.span : this.parent.getValue(key)
-  }
-  setValue(key: symbol, value: unknown): Context {
-    return trace.setSpan(this.parent, this.span).setValue(key, value)
-  }
-  deleteValue(key: symbol): Context {
-    return trace.setSpan(this.parent, this.span).deleteValue(key)
-  }
-}
-
-/**
- * `parent` with `span` as its span: a DroppedContext where the API reads a context's span by
- * SPAN_KEY (every version so far; checked once here), else the API's own.
- */
-export const withDropped: (parent: Context, span: DroppedSpan) => Context = (() => {
-  const probe = new DroppedSpan({
-    traceId: '1'.repeat(32),
-    spanId: '1'.repeat(16),
-    traceFlags: TraceFlags.NONE,
-  })
-  return trace.getSpan(new DroppedContext(ROOT_CONTEXT, probe)) === probe
-    ? (parent, span) => new DroppedContext(parent, span)
-    : (parent, span) => trace.setSpan(parent, span)
-})()
-
 /** The sampler OTEL_TRACES_SAMPLER names (OTEL_TRACES_SAMPLER_ARG: the ratio). */
 export function samplerFor(name: TracesSampler, ratio: number): Sampler {
   const root = name.endsWith('always_on')
@@ -180,8 +85,6 @@ export function createOtelTracing(opts: {
   const exporter =
     opts.exporter ?? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
   const sampler = samplerFor(opts.sampler, opts.ratio)
-  // A caller's unsampled traceparent is dropped by a parent-based sampler whatever its root.
-  const parentBased = opts.sampler.startsWith('parentbased_')
   /**
    * The trace id `start` drew and sampled for a root span it then asks the SDK to start: the
    * SDK's next trace id (startSpan draws it synchronously, once, for a span without a valid
@@ -215,8 +118,6 @@ export function createOtelTracing(opts: {
   const propagator = new W3CTraceContextPropagator()
 
   const headersOf = (ctx: Context): Record<string, string> => {
-    const span = trace.getSpan(ctx)
-    if (span instanceof DroppedSpan) return span.headers()
     const out: Record<string, string> = {}
     propagator.inject(ctx, out, defaultTextMapSetter)
     return out
@@ -231,86 +132,45 @@ export function createOtelTracing(opts: {
     contexts.active() === ctx ? fn() : contexts.with(ctx, fn)
 
   /**
-   * Every span of a trace this process does not record, once its root was dropped: no span is
-   * started, no context entered, nothing recorded. The current context already holds the dropped
-   * root, so children get this handle too and outgoing headers carry its traceparent (flags 00),
-   * so the next service drops the trace as well.
+   * Every span this process does not trace: a trace the sampler dropped, and anything outside a
+   * traced request that is not a root of its own (SpanOptions.root). Nothing is started, entered,
+   * recorded or sent on: a dropped trace is not propagated, and the services behind the gateway
+   * trace only what comes with a sampled `traceparent`, so that no service downstream starts a
+   * trace of its own for it either (docs/decisions.md, "Traces start at the gateway").
    */
-  const dropped: SpanHandle = {
+  const untraced: SpanHandle = {
     recording: false,
     run: (fn) => fn(),
-    headers: () => headersOf(contexts.active()),
+    headers: () => ({}),
     update: () => {},
     end: () => {},
-  }
-
-  /** The root of a dropped trace: entered (its children and outgoing headers must see it), never recorded. */
-  const droppedRoot = (ctx: Context): SpanHandle => ({
-    recording: false,
-    run: (fn) => enter(ctx, fn),
-    headers: () => headersOf(ctx),
-    update: dropped.update,
-    end: dropped.end,
-  })
-
-  /** A dropped span in `parent`'s trace (or a new one), flags 00, entered by its handle. */
-  const droppedIn = (parent: Context, traceId: string, traceState: SpanContext['traceState']): SpanHandle => {
-    const spanContext: SpanContext = {
-      traceId,
-      spanId: spanIdNew(),
-      traceFlags: TraceFlags.NONE,
-      ...(traceState ? { traceState } : {}),
-    }
-    return droppedRoot(withDropped(parent, new DroppedSpan(spanContext)))
   }
 
   const start = (name: string, o: SpanOptions = {}): SpanHandle => {
     let parent: Context
     if (o.parent) {
       const traceparent = getter.get(o.parent, 'traceparent')
-      if (traceparent === undefined) {
-        parent = ROOT_CONTEXT
-      } else {
-        // The commonest case of a service behind the gateway, decided without the propagator:
-        // a parent-based sampler drops a caller's unsampled trace (no tracestate to carry on).
-        if (parentBased && getter.get(o.parent, 'tracestate') === undefined) {
-          const [, traceId, , flags] = TRACEPARENT.exec(String(traceparent)) ?? []
-          if (traceId && flags && (Number.parseInt(flags, 16) & TraceFlags.SAMPLED) === 0)
-            return droppedIn(ROOT_CONTEXT, traceId, undefined)
-        }
-        parent = propagator.extract(ROOT_CONTEXT, o.parent, getter)
-      }
+      parent = traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, o.parent, getter)
     } else {
       parent = contexts.active()
-      const current = trace.getSpan(parent)
-      // A span this process dropped: its children are dropped too.
-      if (current instanceof DroppedSpan) return dropped
-      // A child of a span this process started unsampled is unsampled under every sampler here
-      // (the parent-based ones follow the parent, traceidratio decides by the same trace id, the
-      // always_* ones decide alike): no need to ask the sampler again. The flag, not
-      // isRecording(): a sampled span that has ended still has recorded children.
-      const context = current?.spanContext()
-      if (context && !context.isRemote && (context.traceFlags & TraceFlags.SAMPLED) === 0) return dropped
     }
+    // Only a traced span is ever entered: a current span is a sampled one, and its children are
+    // sampled under every sampler here (the parent-based ones follow the parent, traceidratio
+    // decides by the same trace id, the always_* ones decide alike).
+    const parentContext = trace.getSpanContext(parent)
+    const continues = parentContext !== undefined && trace.isSpanContextValid(parentContext)
+    // No trace to continue (no current span, no valid traceparent): a trace of its own only where
+    // asked for (a request at the gateway, a retried delivery), not in a trace dropped upstream.
+    if (!continues && !o.root) return untraced
     const kind = KINDS[o.kind ?? 'internal']
-    // The sampler asked here, before the SDK: every request's server span is a root (gateway) or
-    // has a remote parent (the services behind it), and the SDK's startSpan of one it then drops
-    // (attributes cleaned, ids drawn, a non-recording span made) was most of what tracing cost
-    // at ratio 0.1. Same sampler, same inputs (its decision depends on the parent and the trace
-    // id alone), so the same decision; a dropped span is what the SDK would have made of it: a
-    // new span id in the parent's trace (or a new one), flags 00, the parent's tracestate.
-    // Suppressed tracing (never set here) is left to the SDK.
+    // The sampler asked here, before the SDK: its startSpan of a span it then drops (attributes
+    // cleaned, ids drawn, a non-recording span made) was most of what tracing cost at ratio 0.1.
+    // Same sampler, same inputs (its decision depends on the parent and the trace id alone), so
+    // the same decision. Suppressed tracing (never set here) is left to the SDK.
     if (!isTracingSuppressed(parent)) {
-      const parentContext = trace.getSpanContext(parent)
-      const continues = parentContext !== undefined && trace.isSpanContextValid(parentContext)
       const traceId = continues ? parentContext.traceId : traceIdNew()
       const decision = sampler.shouldSample(parent, traceId, name, kind, o.attributes ?? {}, [])
-      if (decision.decision === SamplingDecision.NOT_RECORD)
-        return droppedIn(
-          parent,
-          traceId,
-          decision.traceState ?? (continues ? parentContext.traceState : undefined),
-        )
+      if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
       // Sampled: the SDK starts the span, in the trace decided on (it asks the sampler again,
       // which answers the same).
       if (!continues) nextTraceId = traceId
@@ -322,7 +182,7 @@ export function createOtelTracing(opts: {
     )
     nextTraceId = undefined
     const ctx = trace.setSpan(parent, span)
-    if (!span.isRecording()) return droppedRoot(ctx)
+    if (!span.isRecording()) return untraced
     let ended = false
     return {
       recording: true,

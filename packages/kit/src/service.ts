@@ -46,7 +46,10 @@ export interface ServiceOptions {
   bodyLimit?: number
   /** Checks for /health/ready; each throws when its dependency is not usable. */
   readiness?: Record<string, ReadinessCheck>
-  /** false for the gateway, which authenticates clients itself. Default true. */
+  /**
+   * false for the gateway, which authenticates clients itself. Default true. With tracing on,
+   * false also makes it the service where traces start (the others only continue them).
+   */
   requireContext?: boolean
   https?: { cert: Buffer; key: Buffer }
   trustProxy?: string[] | boolean
@@ -308,9 +311,15 @@ export function createService(opts: ServiceOptions): Service {
     })
   }
 
-  // First of all hooks: everything after runs inside the request's span.
+  // First of all hooks: everything after runs inside the request's span. Traces start where
+  // requests come in from outside (the gateway, which needs no caller context); the services
+  // behind it continue the ones it sampled.
   if (opts.tracing)
-    traceRequests(app, opts.tracing, { service: opts.name, ...(opts.route ? { route: opts.route } : {}) })
+    traceRequests(app, opts.tracing, {
+      service: opts.name,
+      roots: opts.requireContext === false,
+      ...(opts.route ? { route: opts.route } : {}),
+    })
 
   app.decorateRequest('caller', null as unknown as CallerContext)
   const contexts = new ContextVerifier(opts.internalSecret)

@@ -46,34 +46,39 @@ declare module 'fastify' {
 }
 
 /**
- * A server span per request, continuing the caller's `traceparent`; the rest of the request
- * (hooks, handler, store calls, outgoing calls) runs with it as the current span. Body parsing
- * can run from socket events, outside that context, so it is entered again before the
- * preHandler hooks and the handler (validation and the routes' preValidation hooks, which start
- * no span, are left out: one hook less a request); a span's `run` enters only where its context
- * is not already the current one, so where it still is (on Node 24 a POST over a socket, a
- * 200 KB body included, found it current) that costs a look-up.
+ * A server span per request, continuing the caller's sampled `traceparent`, or at the service
+ * where requests come in from outside (`roots`: the gateway) starting a trace as the sampler
+ * decides. A request not traced (the sampler dropped it, or a service behind the gateway got
+ * no sampled traceparent) costs its service a header look-up and, at the gateway, the decision:
+ * nothing is entered or sent on. For a traced one, the rest of the request (hooks, handler, store
+ * calls, outgoing calls) runs with its span as the current span. Body parsing can run from
+ * socket events, outside that context, so it is entered again before the preHandler hooks and
+ * the handler (validation and the routes' preValidation hooks, which start no span, are left
+ * out: one hook less a request); a span's `run` enters only where its context is not already
+ * the current one, so where it still is (on Node 24 a POST over a socket, a 200 KB body
+ * included, found it current) that costs a look-up.
  */
 export function traceRequests(
   app: FastifyInstance,
   tracing: Tracing,
-  opts: { service: string; route?: (request: FastifyRequest) => string | undefined },
+  opts: { service: string; roots?: boolean; route?: (request: FastifyRequest) => string | undefined },
 ): void {
   const routeOf = opts.route ?? ((request: FastifyRequest) => request.routeOptions.url)
+  const root = opts.roots === true
   app.decorateRequest('traceSpan', null)
   app.addHook('onRequest', (request, _reply, done) => {
+    // Behind the gateway a request without a traceparent is not traced: no work at all.
+    if (!root && request.headers.traceparent === undefined) return done()
     // Probes (kubelet, the gateway's readiness checks, load balancers) poll /health/* all day:
     // a root trace each would drown the real ones. One that carries a traceparent is traced.
     if (request.url.startsWith('/health/') && request.headers.traceparent === undefined) return done()
-    // Named by its method until it records: the samplers here decide by the trace alone, and the
-    // route's template is worth looking up only for a span that is kept.
-    const span = tracing.start(request.method, { kind: 'server', parent: request.headers })
-    if (span.recording)
-      span.update(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
-        'http.request.method': request.method,
-        'url.path': request.url.split('?', 1)[0] ?? '',
-        'pm.service': opts.service,
-      })
+    const span = tracing.start(request.method, { kind: 'server', parent: request.headers, root })
+    if (!span.recording) return done()
+    span.update(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
+      'http.request.method': request.method,
+      'url.path': request.url.split('?', 1)[0] ?? '',
+      'pm.service': opts.service,
+    })
     request.traceSpan = span
     span.run(done)
   })
@@ -84,7 +89,7 @@ export function traceRequests(
   app.addHook('preHandler', reenter)
   app.addHook('onResponse', (request, reply, done) => {
     const span = request.traceSpan
-    if (span?.recording) {
+    if (span) {
       const route = routeOf(request) ?? 'unmatched'
       span.update(`${request.method} ${route}`, {
         'http.route': route,
@@ -97,23 +102,10 @@ export function traceRequests(
 }
 
 /**
- * An answer that found no work: nothing, an empty list, zero, or `{count: 0}`. A background
- * poll (the outbox relay's claimBatch and pendingOutbox, the webhook worker's claimDue, a
- * scrape's outboxBacklog) answers this many times a second on an idle install.
- */
-export function foundNothing(value: unknown): boolean {
-  if (value === undefined || value === null || value === 0) return true
-  if (Array.isArray(value)) return value.length === 0
-  if (typeof value === 'object' && 'count' in value) return (value as { count: unknown }).count === 0
-  return false
-}
-
-/**
  * The same object, with each method that returns a promise run in a span `<prefix>.<method>`
- * (store calls). Methods run on the object itself, so its own inner calls are not traced again.
- * A call outside any span (a poller's, not a request's) that finds no work is not exported: an
- * idle install would otherwise send a root trace per poll (about 260,000 a day). Its span is
- * left unended, which drops it (the SDK exports ended spans only).
+ * (store calls) inside a traced request. Methods run on the object itself, so its own inner
+ * calls are not traced again. A call outside any traced span (a poller's, or in a request not
+ * traced) is the call itself, its result unwrapped: an idle install's polls start no traces.
  */
 export function traceMethods<T extends object>(target: T, tracing: Tracing, prefix: string): T {
   // One wrapper per method, made on first use (not one closure per property read).
@@ -125,10 +117,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
     const name = `${prefix}.${prop}`
     return (...args: unknown[]) => {
       const span = tracing.start(name, { kind: 'internal' })
-      // Inside a dropped trace: the call itself, its result unwrapped.
       if (!span.recording) return value.apply(obj, args)
-      // A call outside any span (no traceparent in the current context; starting the span did not enter it).
-      const root = tracing.headers().traceparent === undefined
       let result: unknown
       try {
         result = span.run(() => value.apply(obj, args))
@@ -139,7 +128,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
       if (result && typeof (result as Promise<unknown>).then === 'function') {
         return (result as Promise<unknown>).then(
           (v) => {
-            if (!(root && foundNothing(v))) span.end()
+            span.end()
             return v
           },
           (err: unknown) => {
@@ -148,7 +137,7 @@ export function traceMethods<T extends object>(target: T, tracing: Tracing, pref
           },
         )
       }
-      if (!(root && foundNothing(result))) span.end()
+      span.end()
       return result
     }
   }

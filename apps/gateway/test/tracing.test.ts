@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto'
+import { type Tracing, tracingFor } from '@pm/kit'
+import { afterAll, describe, expect, it } from 'vitest'
+import { loadGatewayConfig } from '../src/app.ts'
+import { proxyOptions, Upstreams } from '../src/proxy.ts'
+
+const config = loadGatewayConfig({ NODE_ENV: 'test', INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex') })
+const TRACE = '0af7651916cd43dd8448eb211c80319c'
+const clientHeaders = (flags: string) => ({
+  host: 'gateway',
+  traceparent: `00-${TRACE}-b7ad6b7169203331-${flags}`,
+  tracestate: 'vendor=x',
+})
+
+/** The headers the gateway sends its upstream for a request, in the trace `tracing` decided. */
+async function upstreamHeaders(tracing: Tracing, client: Record<string, string>) {
+  const rewrite = proxyOptions(config, new Upstreams(config), tracing).replyOptions?.rewriteRequestHeaders
+  if (!rewrite) throw new Error('no rewriteRequestHeaders')
+  const request = {
+    id: 'req-1',
+    ip: '203.0.113.9',
+    contextToken: null,
+    peekedLength: null,
+    policyMatch: { policy: { upstream: 'render' } },
+    proxySpan: null as unknown,
+  }
+  // The request's server span, as kit's traceRequests starts it at the gateway (a root there).
+  const server = tracing.start('POST', { kind: 'server', parent: client, root: true })
+  // @ts-expect-error: the rewrite reads only these fields of the request.
+  const headers = server.run(() => rewrite(request, client)) as Record<string, string | undefined>
+  return { headers, recording: server.recording, proxySpan: request.proxySpan }
+}
+
+const made: Tracing[] = []
+const tracingAt = async (ratio: number) => {
+  const tracing = await tracingFor(
+    {
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: ratio,
+    },
+    'test',
+  )
+  if (!tracing) throw new Error('tracing is off')
+  made.push(tracing)
+  return tracing
+}
+afterAll(async () => {
+  // Nothing was ended, so nothing is exported to the closed port.
+  await Promise.all(made.map((t) => t.shutdown()))
+})
+
+describe('traces start at the gateway: what the upstream is sent', () => {
+  it('a request the sampler drops: no traceparent goes on, a client’s unsampled one included', async () => {
+    const tracing = await tracingAt(0)
+    const own = await upstreamHeaders(tracing, { host: 'gateway' })
+    expect(own.recording).toBe(false)
+    expect(own.headers.traceparent).toBeUndefined()
+    const client = await upstreamHeaders(tracing, clientHeaders('00'))
+    expect(client.recording).toBe(false)
+    expect(client.headers).not.toHaveProperty('traceparent')
+    expect(client.headers).not.toHaveProperty('tracestate')
+    expect(client.proxySpan).toBeNull()
+    expect(client.headers['x-request-id']).toBe('req-1')
+  })
+
+  it('a sampled request: the proxy span’s traceparent (flags 01) in the client’s trace, its tracestate kept', async () => {
+    const tracing = await tracingAt(0)
+    // Parent-based: the client's sampled trace is followed even at ratio 0.
+    const sampled = await upstreamHeaders(tracing, clientHeaders('01'))
+    expect(sampled.recording).toBe(true)
+    expect(sampled.headers.traceparent).toMatch(
+      new RegExp(`^00-${TRACE}-(?!b7ad6b7169203331)[0-9a-f]{16}-01$`),
+    )
+    expect(sampled.headers.tracestate).toBe('vendor=x')
+    expect(sampled.proxySpan).not.toBeNull()
+  })
+
+  it('a root the sampler keeps: a new trace, sent on with flags 01', async () => {
+    const tracing = await tracingAt(1)
+    const root = await upstreamHeaders(tracing, { host: 'gateway' })
+    expect(root.recording).toBe(true)
+    expect(root.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
+  })
+})
