@@ -116,6 +116,18 @@ function scenarioOf(model: unknown): Scenario {
   return { kind: 'echo' }
 }
 
+/** How long a `fake-slow-<ms>` or `fake-slow-<min>-<max>` model waits for a text: from min to max, repeatably. */
+function waitOf(scenario: { ms: number; maxMs?: number }, text: string): number {
+  const { ms, maxMs = ms } = scenario
+  return ms + (textHash(text) % (maxMs - ms + 1))
+}
+
+/** The wait a `fake-slow-*` model gives `text` (what the server waits before answering), else undefined. */
+export function slowWaitMs(model: string, text: string): number | undefined {
+  const scenario = scenarioOf(model)
+  return scenario.kind === 'slow' ? waitOf(scenario, text) : undefined
+}
+
 /**
  * FNV-1a of a string's UTF-16 code units, then MurmurHash3's finalizer (FNV alone barely moves its
  * low bits for texts that differ in their last character): a spread, repeatable number.
@@ -493,8 +505,7 @@ export async function startFakeProvider(
       return
     }
     if (scenario.kind === 'slow') {
-      const { ms, maxMs = ms } = scenario
-      if (await waitOrGone(res, ms + (textHash(lastUserText(body)) % (maxMs - ms + 1)))) return
+      if (await waitOrGone(res, waitOf(scenario, lastUserText(body)))) return
     }
     if (scenario.kind === 'stall' && body.stream !== true) return // never answers; the client gives up
     if (protocol === 'openai') await openaiAnswer(res, body, scenario)

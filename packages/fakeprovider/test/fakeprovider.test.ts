@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type FakeProvider, RETRY_AFTER_SECONDS, startFakeProvider } from '../src/index.ts'
+import { type FakeProvider, RETRY_AFTER_SECONDS, slowWaitMs, startFakeProvider } from '../src/index.ts'
 
 let fake: FakeProvider
 let openai: OpenAI
@@ -145,14 +145,41 @@ describe('slow answers', () => {
   }
 
   it('waits within the range for fake-slow-<min>-<max>, the same for the same text', async () => {
-    const took: number[] = []
-    for (let i = 0; i < 6; i++) took.push(await timed(`ranged wait ${i}`))
-    for (const ms of took) expect(ms).toBeGreaterThanOrEqual(39)
+    // Lower bounds only: a loaded machine makes an answer later, never earlier (a timer may fire
+    // a millisecond early).
+    const texts = Array.from({ length: 6 }, (_, i) => `ranged wait ${i}`)
+    const waits = texts.map((t) => slowWaitMs('fake-slow-40-160', t) ?? Number.NaN)
+    for (const ms of waits) {
+      expect(ms).toBeGreaterThanOrEqual(40)
+      expect(ms).toBeLessThanOrEqual(160)
+    }
     // Six texts do not all wait the same (a fixed wait would).
-    expect(Math.max(...took) - Math.min(...took)).toBeGreaterThan(5)
-    // The same text waits the same again (within the timers' precision).
-    const longest = took.indexOf(Math.max(...took))
-    const shortest = took.indexOf(Math.min(...took))
-    expect(await timed(`ranged wait ${longest}`)).toBeGreaterThan(await timed(`ranged wait ${shortest}`))
+    expect(Math.max(...waits) - Math.min(...waits)).toBeGreaterThan(5)
+    for (const [i, text] of texts.entries())
+      expect(await timed(text)).toBeGreaterThanOrEqual((waits[i] ?? 0) - 2)
+    // The same text waits the same again: the longest wait, once more.
+    const longest = texts[waits.indexOf(Math.max(...waits))] ?? ''
+    expect(slowWaitMs('fake-slow-40-160', longest)).toBe(Math.max(...waits))
+    expect(await timed(longest)).toBeGreaterThanOrEqual(Math.max(...waits) - 2)
+    // And the server waits each text's own wait: two texts 400 ms or more apart answer in that
+    // order (wider than any load's jitter).
+    const wide = Array.from({ length: 40 }, (_, i) => `wide ${i}`)
+    const wideWait = (t: string) => slowWaitMs('fake-slow-10-700', t) ?? Number.NaN
+    const short = wide.find((t) => wideWait(t) < 100) ?? ''
+    const long = wide.find((t) => wideWait(t) > 500) ?? ''
+    expect([wideWait(short) < 100, wideWait(long) > 500]).toEqual([true, true])
+    const answered: string[] = []
+    await Promise.all(
+      [long, short].map(async (content) => {
+        await openai.chat.completions.create({
+          model: 'fake-slow-10-700',
+          messages: [{ role: 'user', content }],
+        })
+        answered.push(content)
+      }),
+    )
+    expect(answered).toEqual([short, long])
+    expect(slowWaitMs('fake-slow-50', 'any')).toBe(50)
+    expect(slowWaitMs('fake-echo', 'any')).toBeUndefined()
   })
 })
