@@ -5,14 +5,14 @@ import { join } from 'node:path'
 import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { OtlpReceiver } from '../src/otlpReceiver.ts'
-import { ADMIN } from '../src/slice.ts'
+import { ADMIN, runSlice } from '../src/slice.ts'
 import { builtDashboard } from '../src/dashboardBuild.ts'
 
 /**
  * The embedded default's telemetry on a fresh, idle install (issue 31): the metrics the
  * operations guide alerts on exist at 0 before their first event, the dashboard's hashed
  * assets share one route label and its page loads are labelled, and an idle service (pollers
- * at 100 ms, probes, scrapes) exports no root trace.
+ * at 100 ms, probes, scrapes) exports no span, even after traced requests kicked its pollers.
  */
 describe('telemetry of a fresh, idle embedded default', () => {
   let proc: RunningProcess
@@ -86,8 +86,12 @@ describe('telemetry of a fresh, idle embedded default', () => {
     expect(gateway.filter((l) => l.includes('route="unmatched"') && l.includes('status="200"'))).toEqual([])
   })
 
-  it('exports no root trace while idle (pollers, probes and scrapes), and still traces a request', async () => {
-    // First flush what earlier tests caused: a marker request, waited for.
+  it('exports no span while idle (pollers, probes and scrapes), even after traced writes kicked them, and still traces a request', async () => {
+    // Traced requests that write first (sign-in, a key, a prompt published and invoked): they
+    // kick the audit relays, the outbox relay and the webhook worker, whose later idle passes
+    // must not run on in those requests' traces.
+    await runSlice(base)
+    // Then flush what they caused: a marker request, waited for.
     expect((await fetch(`${base}/api/v1/openapi.json?marker`)).status).toBe(200)
     await vi.waitFor(
       () => expect(otlp.spans.some((sp) => sp.name === 'GET /api/v1/openapi.json')).toBe(true),
@@ -113,10 +117,17 @@ describe('telemetry of a fresh, idle embedded default', () => {
       },
       { timeout: 20_000, interval: 200 },
     )
-    const roots = otlp.spans
+    const docs = otlp.spans.find((sp) => sp.name === 'GET /api/v1/docs')
+    const idle = otlp.spans
       .slice(before)
-      .filter((sp) => !sp.parentSpanId)
+      .filter((sp) => sp.traceId !== docs?.traceId)
       .map((sp) => `${sp.service}:${sp.name}`)
-    expect(roots).toEqual(['prompt-service:GET /api/v1/docs'])
+    expect(idle).toEqual([])
+    expect(
+      otlp.spans
+        .slice(before)
+        .filter((sp) => !sp.parentSpanId)
+        .map((sp) => `${sp.service}:${sp.name}`),
+    ).toEqual(['prompt-service:GET /api/v1/docs'])
   })
 })

@@ -167,8 +167,8 @@ describe('traces (distributed mode, real NATS): one trace across the services', 
       },
       { timeout: 15_000, interval: 200 },
     )
-    // Each delivery attempt is a span; the worker claims deliveries on its own schedule, so an
-    // attempt continues the event's trace only when it is made at once (not asserted here).
+    // Each delivery attempt of the worker is a trace of its own (the worker runs in no event's
+    // context), so it is looked for by name.
     await vi.waitFor(() => expect(otlp.spans.some((sp) => sp.name === 'webhooks.deliver')).toBe(true), {
       timeout: 15_000,
       interval: 200,

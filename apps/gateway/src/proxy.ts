@@ -97,6 +97,12 @@ export function proxyOptions(
         // The client's address (after TRUSTED_PROXIES), for the audit log; a client-sent one was stripped.
         out['x-pm-client-ip'] = request.ip
         if (request.peekedLength !== null) out['content-length'] = String(request.peekedLength)
+        // A client's trace context goes no further than the gateway: the services behind it
+        // continue the gateway's trace, when it keeps one, and record nothing of a trace it did not.
+        if (out.traceparent !== undefined || out.tracestate !== undefined) {
+          delete out.traceparent
+          delete out.tracestate
+        }
         if (tracing) {
           // The upstream continues the trace from this client span (ended in app.ts's onResponse).
           const upstream = request.policyMatch?.policy.upstream ?? 'upstream'
@@ -107,11 +113,6 @@ export function proxyOptions(
           if (span.recording) {
             request.proxySpan = span
             Object.assign(out, span.headers())
-          } else if (out.traceparent !== undefined) {
-            // Not traced here: a client's traceparent goes no further, so that no service behind
-            // the gateway records a trace the gateway did not.
-            delete out.traceparent
-            delete out.tracestate
           }
         }
         return out

@@ -82,4 +82,17 @@ describe('traces start at the gateway: what the upstream is sent', () => {
     expect(root.recording).toBe(true)
     expect(root.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
   })
+
+  it('with tracing off too, and a tracestate sent alone: a client’s trace context goes no further', () => {
+    const rewrite = proxyOptions(config, new Upstreams(config)).replyOptions?.rewriteRequestHeaders
+    if (!rewrite) throw new Error('no rewriteRequestHeaders')
+    const request = { id: 'req-2', ip: '203.0.113.9', contextToken: null, peekedLength: null }
+    for (const client of [clientHeaders('01'), { host: 'gateway', tracestate: 'vendor=x' }]) {
+      // @ts-expect-error: the rewrite reads only these fields of the request.
+      const headers = rewrite(request, client) as Record<string, string | undefined>
+      expect(headers).not.toHaveProperty('traceparent')
+      expect(headers).not.toHaveProperty('tracestate')
+      expect(headers['x-request-id']).toBe('req-2')
+    }
+  })
 })

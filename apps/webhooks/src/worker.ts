@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { type Metrics, newId, type SecretBox, type Tracing } from '@pm/kit'
+import { backgroundRunner, type Metrics, newId, type SecretBox, type Tracing } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { sendDelivery } from './services/deliver.ts'
 import { decideOutcome, GONE_REASON } from './domain/outcome.ts'
@@ -57,6 +57,8 @@ export class DeliveryWorker {
   private readonly wakeTimers = new Set<NodeJS.Timeout>()
   private readonly inFlight = new Set<Promise<void>>()
 
+  private readonly background = backgroundRunner()
+
   constructor(opts: WorkerOptions) {
     this.opts = opts
     this.leaseMs = opts.timeoutMs + 30_000
@@ -88,8 +90,15 @@ export class DeliveryWorker {
     }
   }
 
-  /** Look for due work now (new deliveries, a redelivery, a freed slot). */
+  /**
+   * Look for due work now (new deliveries, a redelivery, a freed slot). Outside the caller's
+   * context: an event's consumer that kicks the worker does not carry its claims and attempts.
+   */
   kick(): void {
+    this.background(() => this.kickHere())
+  }
+
+  private kickHere(): void {
     if (!this.running) return
     if (this.ticking) {
       this.again = true
@@ -101,12 +110,14 @@ export class DeliveryWorker {
   private wakeAt(atIso: string): void {
     const delay = Date.parse(atIso) - Date.now()
     if (!this.running || delay >= this.opts.pollMs) return
-    const timer = setTimeout(
-      () => {
-        this.wakeTimers.delete(timer)
-        this.kick()
-      },
-      Math.max(0, delay),
+    const timer = this.background(() =>
+      setTimeout(
+        () => {
+          this.wakeTimers.delete(timer)
+          this.kickHere()
+        },
+        Math.max(0, delay),
+      ),
     )
     this.wakeTimers.add(timer)
   }
@@ -175,12 +186,12 @@ export class DeliveryWorker {
   ): Promise<void> {
     const { tracing } = this.opts
     if (!tracing) return this.send(delivery, sub, token, opts)
-    // An attempt made right after its event, inside the event's traced consumer span, continues
-    // that trace; any other (a retry, one the poller took, one of an event not traced) is a trace
-    // of its own, as the sampler decides.
+    // The worker's attempts run in no request's or event's context (kick): each is a trace of its
+    // own, as this service's sampler decides. A test-send runs in its request and continues that
+    // request's trace, if any.
     return tracing.span('webhooks.deliver', () => this.send(delivery, sub, token, opts), {
       kind: 'client',
-      root: true,
+      root: opts.retries,
       attributes: {
         'pm.delivery.id': delivery._id,
         'pm.webhook.id': sub._id,

@@ -15,25 +15,31 @@ export interface BusTracer {
 /**
  * The same bus with a producer span per durable publish (its traceparent travels in the
  * message headers) and a consumer span per delivery, continuing the publisher's trace.
- * Used only when tracing is on. A publish given a traceparent (the outbox row's, written by the
- * request that published) continues that trace; otherwise the current one.
+ * Used only when tracing is on. A publish given headers (the outbox row's, written by the
+ * request that published) continues their trace, or none; otherwise the current one.
  */
 export function tracedBus(bus: EventBus, tracer: BusTracer): EventBus {
   const system = bus.kind === 'nats' ? 'nats' : 'in-process'
   return {
     kind: bus.kind,
     publishDurable: async (subject, data, msgId, headers) => {
+      // Given headers (an outbox row's; `{}` for a row written in no trace) say which trace the
+      // publish is in; without them, the current one.
       const span = tracer.start(`publish ${subject}`, {
         kind: 'producer',
-        ...(headers?.traceparent ? { parent: headers } : {}),
+        ...(headers !== undefined ? { parent: headers } : {}),
         attributes: {
           'messaging.system': system,
           'messaging.destination.name': subject,
           'messaging.message.id': msgId,
         },
       })
+      // The message carries this span's trace context, and no other: a given traceparent the
+      // span did not continue (a trace not sampled here) goes no further.
+      const { traceparent: _traceparent, tracestate: _tracestate, ...others } = headers ?? {}
+      const sent = { ...others, ...span.headers() }
       try {
-        await bus.publishDurable(subject, data, msgId, { ...headers, ...span.headers() })
+        await bus.publishDurable(subject, data, msgId, Object.keys(sent).length > 0 ? sent : undefined)
         span.end()
       } catch (err) {
         span.end(err)

@@ -2,6 +2,7 @@ import type { DatabaseSync } from 'node:sqlite'
 import { type AuditAction, type AuditActor, type AuditEntry, isAuditAction } from '@pm/contracts'
 import type { FastifyRequest } from 'fastify'
 import { type ClientSession, type Collection, type Db, type MongoClient, MongoServerError } from 'mongodb'
+import { backgroundRunner } from './contextFrame.ts'
 import { newId } from './ids.ts'
 import { TRANSACTION_OPTIONS } from './mongo.ts'
 
@@ -270,6 +271,7 @@ export class AuditRelay {
   private lastPrune = 0
   /** When the oldest entry held back by `delayMs` falls due (ms since the epoch), if any. */
   private heldUntil: number | undefined
+  private readonly background = backgroundRunner()
 
   constructor(outbox: AuditOutbox, opts: AuditRelayOptions) {
     this.outbox = outbox
@@ -283,6 +285,11 @@ export class AuditRelay {
 
   /** Runs a pass now (after a write); a pass already running runs once more. */
   kick(): void {
+    // Outside the caller's context: a request that kicks the relay does not carry its passes.
+    this.background(() => this.kickHere())
+  }
+
+  private kickHere(): void {
     if (this.stopped) return
     if (this.running) {
       this.again = true
@@ -295,10 +302,10 @@ export class AuditRelay {
       if (this.stopped) return
       if (this.again) {
         this.again = false
-        this.kick()
+        this.kickHere()
       } else {
         const due = this.heldUntil === undefined ? this.opts.pollMs : this.heldUntil - Date.now()
-        this.timer = setTimeout(() => this.kick(), Math.max(0, Math.min(this.opts.pollMs, due)))
+        this.timer = setTimeout(() => this.kickHere(), Math.max(0, Math.min(this.opts.pollMs, due)))
       }
     })
   }

@@ -3,7 +3,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
-import { contextFrameHeld, holdContextFrame } from './contextFrame.ts'
+import { backgroundRunner, contextFrameHeld, holdContextFrame } from './contextFrame.ts'
 import { main } from './server.ts'
 
 describe('the process context frame', () => {
@@ -54,5 +54,29 @@ describe('the process context frame', () => {
       expect(other.getStore()).toBeUndefined()
       expect(contextFrameHeld()).toBe(true)
     })
+  })
+})
+
+describe('backgroundRunner', () => {
+  it('runs a function, its timers and promises in the context it was made in, not its caller’s', async () => {
+    const request = new AsyncLocalStorage<string>()
+    const background = backgroundRunner()
+    const seen: Array<string | undefined> = []
+    await new Promise<void>((resolve) => {
+      request.run('a request', () => {
+        seen.push(request.getStore())
+        background(() => {
+          seen.push(request.getStore())
+          setTimeout(() => {
+            seen.push(request.getStore())
+            void Promise.resolve().then(() => {
+              seen.push(request.getStore())
+              resolve()
+            })
+          }, 1)
+        })
+      })
+    })
+    expect(seen).toEqual(['a request', undefined, undefined, undefined])
   })
 })

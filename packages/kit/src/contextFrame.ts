@@ -25,3 +25,15 @@ export function holdContextFrame(): void {
 export function contextFrameHeld(): boolean {
   return held.getStore() === true
 }
+
+/**
+ * A runner for a background loop (an outbox relay, a delivery worker): each function given to it
+ * runs in the async context current when the runner was made (the service's start), not its
+ * caller's. A loop kicked from a request would otherwise run on in that request's context, and
+ * every timer and promise it makes would carry it: its later passes, long after the request,
+ * would be spans of the request's trace, and an event it publishes without a trace of its own
+ * would be published in that one. `AsyncLocalStorage.snapshot()`.
+ */
+export function backgroundRunner(): <T>(fn: () => T) => T {
+  return AsyncLocalStorage.snapshot()
+}

@@ -175,12 +175,13 @@ export function createOtelTracing(opts: {
       // which answers the same).
       if (!continues) nextTraceId = traceId
     }
-    const span = tracer.startSpan(
-      name,
-      { kind, ...(o.attributes ? { attributes: o.attributes } : {}) },
-      parent,
-    )
-    nextTraceId = undefined
+    let span: ReturnType<typeof tracer.startSpan>
+    try {
+      span = tracer.startSpan(name, { kind, ...(o.attributes ? { attributes: o.attributes } : {}) }, parent)
+    } finally {
+      // Used once, by this startSpan: never by a later span, even if this one threw.
+      nextTraceId = undefined
+    }
     const ctx = trace.setSpan(parent, span)
     if (!span.isRecording()) return untraced
     let ended = false

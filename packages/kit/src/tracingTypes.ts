@@ -24,7 +24,7 @@ export interface SpanOptions {
   /** Incoming headers: the span continues their trace. Else: a child of the current span. */
   parent?: Carrier
   /**
-   * Where there is no trace to continue (no sampled `traceparent` in `parent`, no current span):
+   * Where there is no trace to continue (no valid `traceparent` in `parent`, no current span):
    * start one, as the sampler decides (a request at the gateway, a retried delivery). Without it
    * such a span is not traced: the services behind the gateway record only the traces it
    * sampled, and work outside a traced request (a poller's store calls) starts none.

@@ -1,5 +1,6 @@
 import type { EventBus } from '@pm/bus'
 import type { FastifyBaseLogger } from 'fastify'
+import { backgroundRunner } from '@pm/kit'
 import { AUDIT_SUBJECT } from '../domain/audit.ts'
 import type { PromptStore } from '../store/types.ts'
 
@@ -38,6 +39,7 @@ export class OutboxRelay {
   private again = false
   private stopped = true
   private lastPrune = 0
+  private readonly background = backgroundRunner()
 
   constructor(store: PromptStore, bus: EventBus, log: FastifyBaseLogger, opts: OutboxRelayOptions) {
     this.store = store
@@ -53,6 +55,11 @@ export class OutboxRelay {
 
   /** Runs a pass now (after a publish); a pass already running runs once more. */
   kick(): void {
+    // Outside the caller's context: a request that kicks the relay does not carry its passes.
+    this.background(() => this.kickHere())
+  }
+
+  private kickHere(): void {
     if (this.stopped) return
     if (this.running) {
       this.again = true
@@ -65,9 +72,12 @@ export class OutboxRelay {
       if (this.stopped) return
       if (this.again) {
         this.again = false
-        this.kick()
+        this.kickHere()
       } else {
-        this.timer = setTimeout(() => this.kick(), Math.min(wakeInMs ?? this.opts.pollMs, this.opts.pollMs))
+        this.timer = setTimeout(
+          () => this.kickHere(),
+          Math.min(wakeInMs ?? this.opts.pollMs, this.opts.pollMs),
+        )
       }
     })
   }
@@ -87,7 +97,7 @@ export class OutboxRelay {
             await this.store.recordAudit(row, new Date().toISOString())
             continue
           }
-          await this.bus.publishDurable(row.subject, row.payload, row.msgId, row.traceHeaders ?? undefined)
+          await this.bus.publishDurable(row.subject, row.payload, row.msgId, row.traceHeaders ?? {})
           await this.store.markOutboxSent(row._id, new Date().toISOString())
           this.opts.onSent?.()
         }
