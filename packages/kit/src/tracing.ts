@@ -46,9 +46,9 @@ declare module 'fastify' {
 }
 
 /**
- * A server span per request, continuing the caller's sampled `traceparent`, or at the service
- * where requests come in from outside (`roots`: the gateway) starting a trace as the sampler
- * decides. A request not traced (the sampler dropped it, or a service behind the gateway got
+ * A server span per request, continuing the caller's `traceparent` where the sampler keeps it,
+ * or at the service where requests come in from outside (`roots`: the gateway) starting a trace
+ * as the sampler decides. A request not traced (the sampler dropped it, or a service behind the gateway got
  * no sampled traceparent) costs its service a header look-up and, at the gateway, the decision:
  * nothing is entered or sent on. For a traced one, the rest of the request (hooks, handler, store
  * calls, outgoing calls) runs with its span as the current span. Body parsing can run from
