@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
-import { REPO_ROOT } from '@pm/testkit'
+import { freePort, REPO_ROOT } from '@pm/testkit'
 import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
 import { cpuSeconds, entryPath } from './processes.ts'
 
@@ -67,13 +67,9 @@ const variants = [
     env: { ...tracedEnv(sink.url, r), OTEL_BSP_SCHEDULE_DELAY: '100' },
   })),
 ]
-// Ports from 20000 up, a block per run so that two runs do not meet.
-const base = 20_000 + (process.pid % 400) * 10
-const envs = variants.map((v, i) => ({
-  ...serviceEnv(join(dir, `variant-${i}`)),
-  ...v.env,
-  PORT: String(base + i),
-}))
+const envs = []
+for (const [i, v] of variants.entries())
+  envs.push({ ...serviceEnv(join(dir, `variant-${i}`)), ...v.env, PORT: String(await freePort()) })
 
 const host = spawn(
   process.execPath,

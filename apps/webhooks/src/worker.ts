@@ -110,14 +110,12 @@ export class DeliveryWorker {
   private wakeAt(atIso: string): void {
     const delay = Date.parse(atIso) - Date.now()
     if (!this.running || delay >= this.opts.pollMs) return
-    const timer = this.background(() =>
-      setTimeout(
-        () => {
-          this.wakeTimers.delete(timer)
-          this.kickHere()
-        },
-        Math.max(0, delay),
-      ),
+    const timer = setTimeout(
+      () => {
+        this.wakeTimers.delete(timer)
+        this.kick()
+      },
+      Math.max(0, delay),
     )
     this.wakeTimers.add(timer)
   }

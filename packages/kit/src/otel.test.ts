@@ -124,7 +124,7 @@ describe('a trace the sampler drops costs no span work', () => {
     // A traceparent that is not valid (trace id all zeros) is no trace to continue either.
     const invalid = { traceparent: `00-${'0'.repeat(32)}-00000000000000aa-01` }
     expect(tracing.start('POST /render', { kind: 'server', parent: invalid }).recording).toBe(false)
-    // Asked to be a root (the gateway's requests, a retried delivery): the sampler decides.
+    // Asked to be a root (the gateway's requests, a webhook worker's delivery): the sampler decides.
     const root = tracing.start('GET /x', { kind: 'server', parent: invalid, root: true })
     expect(root.recording).toBe(true)
     root.end()

@@ -160,7 +160,7 @@ export function createOtelTracing(opts: {
     const parentContext = trace.getSpanContext(parent)
     const continues = parentContext !== undefined && trace.isSpanContextValid(parentContext)
     // No trace to continue (no current span, no valid traceparent): a trace of its own only where
-    // asked for (a request at the gateway, a retried delivery), not in a trace dropped upstream.
+    // asked for (a request at the gateway, a webhook worker's delivery), not in a trace dropped upstream.
     if (!continues && !o.root) return untraced
     const kind = KINDS[o.kind ?? 'internal']
     // The sampler asked here, before the SDK: its startSpan of a span it then drops (attributes

@@ -48,15 +48,15 @@ declare module 'fastify' {
 /**
  * A server span per request, continuing the caller's `traceparent` where the sampler keeps it,
  * or at the service where requests come in from outside (`roots`: the gateway) starting a trace
- * as the sampler decides. A request not traced (the sampler dropped it, or a service behind the gateway got
- * no sampled traceparent) costs its service a header look-up and, at the gateway, the decision:
- * nothing is entered or sent on. For a traced one, the rest of the request (hooks, handler, store
- * calls, outgoing calls) runs with its span as the current span. Body parsing can run from
- * socket events, outside that context, so it is entered again before the preHandler hooks and
- * the handler (validation and the routes' preValidation hooks, which start no span, are left
- * out: one hook less a request); a span's `run` enters only where its context is not already
- * the current one, so where it still is (on Node 24 a POST over a socket, a 200 KB body
- * included, found it current) that costs a look-up.
+ * as the sampler decides. A request not traced (the sampler dropped it, or a service behind the
+ * gateway got no sampled traceparent) costs its service a header look-up and, at the gateway,
+ * the decision: nothing is entered or sent on. For a traced one, the rest of the request
+ * (hooks, handler, store calls, outgoing calls) runs with its span as the current span. Body
+ * parsing can run from socket events, outside that context, so it is entered again before the
+ * preHandler hooks and the handler (validation and the routes' preValidation hooks, which start
+ * no span, are left out: one hook less a request); a span's `run` enters only where its context
+ * is not already the current one, so where it still is (on Node 24 a POST over a socket, a
+ * 200 KB body included, found it current) that costs a look-up.
  */
 export function traceRequests(
   app: FastifyInstance,
@@ -67,8 +67,6 @@ export function traceRequests(
   const root = opts.roots === true
   app.decorateRequest('traceSpan', null)
   app.addHook('onRequest', (request, _reply, done) => {
-    // Behind the gateway a request without a traceparent is not traced: no work at all.
-    if (!root && request.headers.traceparent === undefined) return done()
     // Probes (kubelet, the gateway's readiness checks, load balancers) poll /health/* all day:
     // a root trace each would drown the real ones. One that carries a traceparent is traced.
     if (request.url.startsWith('/health/') && request.headers.traceparent === undefined) return done()

@@ -25,7 +25,7 @@ export interface SpanOptions {
   parent?: Carrier
   /**
    * Where there is no trace to continue (no valid `traceparent` in `parent`, no current span):
-   * start one, as the sampler decides (a request at the gateway, a retried delivery). Without it
+   * start one, as the sampler decides (a request at the gateway, a webhook worker's delivery). Without it
    * such a span is not traced: the services behind the gateway record only the traces it
    * sampled, and work outside a traced request (a poller's store calls) starts none.
    */
