@@ -14,7 +14,6 @@ import {
   createService,
   Metrics,
   type Service,
-  type SpanHandle,
   type Tracing,
   traceMethods,
 } from '@pm/kit'
@@ -57,8 +56,6 @@ declare module 'fastify' {
     peekedLength: number | null
     /** The email whose failed-login budget this request consumed (refunded on success). */
     loginEmail: string | null
-    /** The span of the call to the upstream, when tracing is on. */
-    proxySpan: SpanHandle | null
   }
 }
 
@@ -175,13 +172,6 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   app.decorateRequest('peekedBody', null)
   app.decorateRequest('peekedLength', null)
   app.decorateRequest('loginEmail', null)
-  app.decorateRequest('proxySpan', null)
-  if (tracing) {
-    app.addHook('onResponse', (request, reply, done) => {
-      request.proxySpan?.end(reply.statusCode >= 500 ? new Error(`HTTP ${reply.statusCode}`) : undefined)
-      done()
-    })
-  }
 
   // Transport, routing and credentials: before the body is read.
   app.addHook('onRequest', async (request, reply) => {
@@ -242,7 +232,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
 
   app.addHook('onResponse', async (request, reply) => limits.settle(request, reply.statusCode))
 
-  await app.register(proxy, proxyOptions(config, upstreams, tracing))
+  await app.register(proxy, proxyOptions(config, upstreams))
   await docsRoutes(app, scalarDir())
   await dashboardRoutes(app, dashboardDir(config.DASHBOARD_DIR))
 

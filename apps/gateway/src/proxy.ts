@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import { AppError, CONTEXT_HEADER, type Upstream } from '@pm/contracts'
-import { clientGone, errorBody, logClientGone, type Tracing } from '@pm/kit'
+import { clientGone, errorBody, logClientGone } from '@pm/kit'
 import type { GatewayConfig } from './config.ts'
 import { envelope, type UpstreamResponse } from './envelope.ts'
 
@@ -54,11 +54,7 @@ export class Upstreams {
  * route, the caller's signed context and request id set, the client's credential dropped,
  * successful JSON answers wrapped in {data}, upstream failures mapped to 503/504.
  */
-export function proxyOptions(
-  config: GatewayConfig,
-  upstreams: Upstreams,
-  tracing?: Tracing,
-): FastifyHttpProxyOptions {
+export function proxyOptions(config: GatewayConfig, upstreams: Upstreams): FastifyHttpProxyOptions {
   return {
     upstream: '',
     prefix: '/api/v1',
@@ -103,17 +99,13 @@ export function proxyOptions(
           delete out.traceparent
           delete out.tracestate
         }
-        if (tracing) {
-          // The upstream continues the trace from this client span (ended in app.ts's onResponse).
-          const upstream = request.policyMatch?.policy.upstream ?? 'upstream'
-          const span = tracing.start(`gateway.proxy ${upstream}`, {
-            kind: 'client',
-            attributes: { 'pm.upstream': upstream },
-          })
-          if (span.recording) {
-            request.proxySpan = span
-            Object.assign(out, span.headers())
-          }
+        // A traced request: the upstream continues the gateway's server span, which names it.
+        // One span a proxied request at the gateway, as Envoy and other proxies record it: the
+        // upstream's own server span shows the time spent there (docs/decisions.md).
+        const span = request.traceSpan
+        if (span) {
+          span.update(undefined, { 'pm.upstream': request.policyMatch?.policy.upstream ?? 'upstream' })
+          Object.assign(out, span.headers())
         }
         return out
       },

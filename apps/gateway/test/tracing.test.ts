@@ -14,21 +14,34 @@ const clientHeaders = (flags: string) => ({
 
 /** The headers the gateway sends its upstream for a request, in the trace `tracing` decided. */
 async function upstreamHeaders(tracing: Tracing, client: Record<string, string>) {
-  const rewrite = proxyOptions(config, new Upstreams(config), tracing).replyOptions?.rewriteRequestHeaders
+  const rewrite = proxyOptions(config, new Upstreams(config)).replyOptions?.rewriteRequestHeaders
   if (!rewrite) throw new Error('no rewriteRequestHeaders')
+  // The request's server span, as kit's traceRequests starts it at the gateway (a root there)
+  // and keeps it on the request where it records.
+  const server = tracing.start('POST', { kind: 'server', parent: client, root: true })
+  const updates: unknown[] = []
+  const traceSpan = server.recording
+    ? {
+        ...server,
+        recording: true,
+        headers: () => server.headers(),
+        update: (name?: string, attributes?: unknown) => {
+          updates.push(attributes)
+          server.update(name, attributes as Record<string, string>)
+        },
+      }
+    : null
   const request = {
     id: 'req-1',
     ip: '203.0.113.9',
     contextToken: null,
     peekedLength: null,
     policyMatch: { policy: { upstream: 'render' } },
-    proxySpan: null as unknown,
+    traceSpan,
   }
-  // The request's server span, as kit's traceRequests starts it at the gateway (a root there).
-  const server = tracing.start('POST', { kind: 'server', parent: client, root: true })
   // @ts-expect-error: the rewrite reads only these fields of the request.
-  const headers = server.run(() => rewrite(request, client)) as Record<string, string | undefined>
-  return { headers, recording: server.recording, proxySpan: request.proxySpan }
+  const headers = rewrite(request, client) as Record<string, string | undefined>
+  return { headers, recording: server.recording, server: server.headers(), updates }
 }
 
 const made: Tracing[] = []
@@ -60,11 +73,11 @@ describe('traces start at the gateway: what the upstream is sent', () => {
     expect(client.recording).toBe(false)
     expect(client.headers).not.toHaveProperty('traceparent')
     expect(client.headers).not.toHaveProperty('tracestate')
-    expect(client.proxySpan).toBeNull()
+    expect(client.updates).toEqual([])
     expect(client.headers['x-request-id']).toBe('req-1')
   })
 
-  it('a sampled request: the proxy span’s traceparent (flags 01) in the client’s trace, its tracestate kept', async () => {
+  it('a sampled request: the gateway’s server span’s traceparent (flags 01) in the client’s trace, its tracestate kept', async () => {
     const tracing = await tracingAt(0)
     // Parent-based: the client's sampled trace is followed even at ratio 0.
     const sampled = await upstreamHeaders(tracing, clientHeaders('01'))
@@ -72,8 +85,10 @@ describe('traces start at the gateway: what the upstream is sent', () => {
     expect(sampled.headers.traceparent).toMatch(
       new RegExp(`^00-${TRACE}-(?!b7ad6b7169203331)[0-9a-f]{16}-01$`),
     )
+    // The upstream's parent is the gateway's one span for the request, which names the upstream.
+    expect(sampled.headers.traceparent).toBe(sampled.server.traceparent)
     expect(sampled.headers.tracestate).toBe('vendor=x')
-    expect(sampled.proxySpan).not.toBeNull()
+    expect(sampled.updates).toEqual([{ 'pm.upstream': 'render' }])
   })
 
   it('a root the sampler keeps: a new trace, sent on with flags 01', async () => {

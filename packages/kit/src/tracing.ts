@@ -72,7 +72,8 @@ export function traceRequests(
     if (request.url.startsWith('/health/') && request.headers.traceparent === undefined) return done()
     const span = tracing.start(request.method, { kind: 'server', parent: request.headers, root })
     if (!span.recording) return done()
-    span.update(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
+    // Named `<method> <route>` when it ends (onResponse): the route is read once, there.
+    span.update(undefined, {
       'http.request.method': request.method,
       'url.path': request.url.split('?', 1)[0] ?? '',
       'pm.service': opts.service,
