@@ -1,12 +1,49 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { closeSync, mkdirSync, openSync, statSync, unlinkSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 
-/** A free TCP port on loopback. */
 /** Ports handed out by this process: never twice. */
 const handedOut = new Set<number>()
+
+/**
+ * Ports handed out by any test process on this machine lately, one empty file each: the test
+ * runners start several processes side by side (vitest's workers, turbo's packages), each with
+ * stacks of its own, and a port one of them checked free could be picked by another before the
+ * first one's service listened on it; that service then failed to listen, and its stack's
+ * readiness check was answered by the other stack's service (a sign-up refused with the other
+ * stack's secret, 401). A reservation is taken with an exclusive create, so two processes never
+ * hold the same port; it is free again RESERVED_MS later (by then its server listens or is gone).
+ */
+const RESERVATIONS = join(tmpdir(), 'pm-test-ports')
+const RESERVED_MS = 15 * 60_000
+
+function reserve(port: number): boolean {
+  const file = join(RESERVATIONS, String(port))
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      closeSync(openSync(file, 'wx'))
+      return true
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        mkdirSync(RESERVATIONS, { recursive: true })
+        continue
+      }
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      try {
+        if (Date.now() - statSync(file).mtimeMs < RESERVED_MS) return false
+        unlinkSync(file)
+      } catch {
+        // Taken or freed by another process meanwhile: try the create once more.
+      }
+    }
+  }
+  return false
+}
 
 /** Whether 127.0.0.1:`port` can be listened on now. */
 function bindable(port: number): Promise<boolean> {
@@ -23,12 +60,12 @@ function bindable(port: number): Promise<boolean> {
  * kernel's ephemeral range (Linux: 32768-60999) on purpose: a port the kernel hands out
  * (`listen(0)`) is one it also gives to outgoing connections, and in the moment between this
  * check and the service's own listen, a client connection of a test running beside this one took
- * it (EADDRINUSE). Here only another test's pick can collide: about one chance in 17,000.
+ * it (EADDRINUSE). Another test process's pick is kept apart by a reservation (reserve, above).
  */
 export async function freePort(): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = 15_000 + Math.floor(Math.random() * 17_000)
-    if (handedOut.has(port)) continue
+    if (handedOut.has(port) || !reserve(port)) continue
     if (await bindable(port)) {
       handedOut.add(port)
       return port
