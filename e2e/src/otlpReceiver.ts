@@ -43,8 +43,84 @@ const attrs = (list: KeyValue[] | undefined) =>
   Object.fromEntries((list ?? []).map((kv) => [kv.key, anyValue(kv.value)]))
 
 /**
- * A plain HTTP server that takes OTLP/HTTP trace exports (POST /v1/traces, JSON encoding, as
- * @opentelemetry/exporter-trace-otlp-http sends them) and keeps the spans.
+ * Protobuf's wire format, read field by field: enough of it to read an OTLP trace export
+ * (opentelemetry-proto's trace.proto, common.proto) as its JSON mapping, which the checks below
+ * share with JSON exports. Length-delimited fields are their bytes; varints and fixed64s numbers.
+ */
+function protoFields(buf: Buffer): Array<{ field: number; bytes?: Buffer; number?: number }> {
+  const out: Array<{ field: number; bytes?: Buffer; number?: number }> = []
+  let at = 0
+  const varint = (): number => {
+    let value = 0
+    let scale = 1
+    for (;;) {
+      const byte = buf[at++]
+      if (byte === undefined) throw new Error('protobuf: truncated varint')
+      value += (byte & 0x7f) * scale
+      if (byte < 0x80) return value
+      scale *= 128
+    }
+  }
+  while (at < buf.length) {
+    const key = varint()
+    const field = Math.floor(key / 8)
+    const wire = key % 8
+    if (wire === 0) out.push({ field, number: varint() })
+    else if (wire === 1) {
+      out.push({ field, bytes: buf.subarray(at, at + 8) })
+      at += 8
+    } else if (wire === 2) {
+      const length = varint()
+      out.push({ field, bytes: buf.subarray(at, at + length) })
+      at += length
+    } else if (wire === 5) {
+      out.push({ field, bytes: buf.subarray(at, at + 4) })
+      at += 4
+    } else throw new Error(`protobuf: wire type ${wire} not expected in OTLP traces`)
+  }
+  return out
+}
+const each = (buf: Buffer, field: number) =>
+  protoFields(buf).filter((f) => f.field === field && f.bytes !== undefined).map((f) => f.bytes as Buffer)
+const one = (buf: Buffer, field: number) => protoFields(buf).find((f) => f.field === field)
+
+function protoAnyValue(buf: Buffer): AnyValue {
+  const f = protoFields(buf)[0]
+  if (!f) return {}
+  if (f.field === 1) return { stringValue: f.bytes?.toString('utf8') ?? '' }
+  if (f.field === 2) return { boolValue: f.number === 1 }
+  if (f.field === 3) return { intValue: f.number ?? 0 }
+  if (f.field === 4) return { doubleValue: f.bytes?.readDoubleLE(0) ?? 0 }
+  return {}
+}
+const protoKeyValues = (list: Buffer[]): KeyValue[] =>
+  list.map((kv) => ({
+    key: one(kv, 1)?.bytes?.toString('utf8') ?? '',
+    value: protoAnyValue(one(kv, 2)?.bytes ?? Buffer.alloc(0)),
+  }))
+
+/** An OTLP/HTTP protobuf trace export, as the JSON encoding would carry it. */
+function fromProtobuf(body: Buffer): ExportRequest {
+  return {
+    resourceSpans: each(body, 1).map((rs) => ({
+      resource: { attributes: protoKeyValues(each(one(rs, 1)?.bytes ?? Buffer.alloc(0), 1)) },
+      scopeSpans: each(rs, 2).map((ss) => ({
+        spans: each(ss, 2).map((span) => ({
+          traceId: one(span, 1)?.bytes?.toString('hex') ?? '',
+          spanId: one(span, 2)?.bytes?.toString('hex') ?? '',
+          parentSpanId: one(span, 4)?.bytes?.toString('hex') ?? '',
+          name: one(span, 5)?.bytes?.toString('utf8') ?? '',
+          kind: one(span, 6)?.number ?? 0,
+          attributes: protoKeyValues(each(span, 9)),
+        })),
+      })),
+    })),
+  }
+}
+
+/**
+ * A plain HTTP server that takes OTLP/HTTP trace exports (POST /v1/traces, in the protobuf
+ * encoding, the services' default, or JSON) and keeps the spans.
  */
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = []
@@ -69,11 +145,14 @@ export class OtlpReceiver {
         }
         const type = String(req.headers['content-type'] ?? '')
         receiver?.contentTypes.add(type)
-        if (!type.startsWith('application/json')) {
+        const raw = Buffer.concat(chunks)
+        let body: ExportRequest
+        if (type.startsWith('application/x-protobuf')) body = fromProtobuf(raw)
+        else if (type.startsWith('application/json')) body = JSON.parse(raw.toString('utf8')) as ExportRequest
+        else {
           res.writeHead(415).end()
           return
         }
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ExportRequest
         for (const rs of body.resourceSpans ?? []) {
           const service = String(attrs(rs.resource?.attributes)['service.name'] ?? '')
           for (const ss of rs.scopeSpans ?? []) {
@@ -90,7 +169,10 @@ export class OtlpReceiver {
             }
           }
         }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+        // An empty ExportTraceServiceResponse, in the request's encoding.
+        if (type.startsWith('application/x-protobuf'))
+          res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()
+        else res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
       })
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

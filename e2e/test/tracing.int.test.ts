@@ -181,6 +181,7 @@ describe('traces (distributed mode, real NATS): one trace across the services', 
       timeout: 15_000,
       interval: 200,
     })
-    expect([...otlp.contentTypes]).toEqual(['application/json'])
+    // OTLP's default encoding, protobuf (OTEL_EXPORTER_OTLP_PROTOCOL unset).
+    expect([...otlp.contentTypes]).toEqual(['application/x-protobuf'])
   }, 60_000)
 })

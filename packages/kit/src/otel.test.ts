@@ -5,9 +5,12 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { createOtelTracing, samplerFor } from './otel.ts'
-import { type Tracing, traceMethods } from './tracing.ts'
+import { loadOperatingSettings } from './server.ts'
+import { type Tracing, tracingFor, traceMethods } from './tracing.ts'
 
 const TRACE_LOW = '00000000000000000000000000000001' // kept by any ratio above 0
 const TRACE_HIGH = 'ffffffff000000000000000000000000' // kept by none below 1
@@ -398,5 +401,68 @@ describe('the span batch', () => {
     tracing.start('two', { root: true }).end()
     await vi.advanceTimersByTimeAsync(10)
     expect(sent(exporter)).toEqual(['one', 'two'])
+  })
+})
+
+describe('OTEL_EXPORTER_OTLP_PROTOCOL', () => {
+  /** What a collector at a local port is sent when a span of `settings`' tracing ends and it shuts down. */
+  async function exported(protocol?: string) {
+    const received: Array<{ path: string; type: string; body: Buffer }> = []
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        received.push({
+          path: req.url ?? '',
+          type: String(req.headers['content-type']),
+          body: Buffer.concat(chunks),
+        })
+        res.writeHead(200).end()
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const settings = loadOperatingSettings({
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        ...(protocol ? { OTEL_EXPORTER_OTLP_PROTOCOL: protocol } : {}),
+      })
+      const tracing = await tracingFor(settings, 'test')
+      tracing?.start('exported span', { root: true }).end()
+      await tracing?.shutdown()
+    } finally {
+      server.close()
+    }
+    return received
+  }
+
+  it('http/protobuf by default (OTLP’s own default): the binary encoding, to <endpoint>/v1/traces', async () => {
+    const [sent, ...more] = await exported()
+    expect(more).toEqual([])
+    expect(sent?.path).toBe('/v1/traces')
+    expect(sent?.type).toBe('application/x-protobuf')
+    // Protobuf strings are their UTF-8 bytes, each after its field's tag and length.
+    const name = Buffer.from('exported span')
+    const at = sent?.body.indexOf(name) ?? -1
+    expect(at).toBeGreaterThan(0)
+    expect(sent?.body[at - 1]).toBe(name.length)
+    expect(() => JSON.parse(sent?.body.toString('utf8') ?? '')).toThrow()
+  })
+
+  it('http/json: the JSON encoding', async () => {
+    const [sent] = await exported('http/json')
+    expect(sent?.type).toBe('application/json')
+    const body = JSON.parse(sent?.body.toString('utf8') ?? '') as {
+      resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<{ name: string }> }> }>
+    }
+    expect(body.resourceSpans[0]?.scopeSpans[0]?.spans[0]?.name).toBe('exported span')
+  })
+
+  it('anything else (grpc is not offered) is refused at start, naming the setting', () => {
+    expect(() =>
+      loadOperatingSettings({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+      }),
+    ).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL/)
   })
 })

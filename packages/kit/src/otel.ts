@@ -10,7 +10,8 @@ import {
 } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { isTracingSuppressed, W3CTraceContextPropagator } from '@opentelemetry/core'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import {
   AlwaysOffSampler,
@@ -24,7 +25,7 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import { randomHex } from './ids.ts'
-import type { TracesSampler } from './settings.ts'
+import type { OtlpProtocol, TracesSampler } from './settings.ts'
 import type { Carrier, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
 /**
@@ -79,11 +80,15 @@ export function createOtelTracing(opts: {
   scheduleDelayMs?: number
   /** The most spans a batch sends (OTEL_BSP_MAX_EXPORT_BATCH_SIZE; default 512). */
   maxBatchSize?: number
+  /** OTLP's encoding over HTTP (OTEL_EXPORTER_OTLP_PROTOCOL; default http/protobuf, OTLP's own default). */
+  protocol?: OtlpProtocol
   /** Instead of OTLP over HTTP to `endpoint` (tests). */
   exporter?: SpanExporter
 }): Tracing {
+  const url = `${opts.endpoint.replace(/\/+$/, '')}/v1/traces`
   const exporter =
-    opts.exporter ?? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` })
+    opts.exporter ??
+    (opts.protocol === 'http/json' ? new JsonTraceExporter({ url }) : new ProtobufTraceExporter({ url }))
   const sampler = samplerFor(opts.sampler, opts.ratio)
   /**
    * The trace id `start` drew and sampled for a root span it then asks the SDK to start: the

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox'
 import { ConfigError, loadConfig } from './config.ts'
 import { holdContextFrame } from './contextFrame.ts'
 import { Metrics, type MetricsServer, serveMetrics } from './metrics.ts'
-import { commonSettings, type TracesSampler } from './settings.ts'
+import { commonSettings, type OtlpProtocol, type TracesSampler } from './settings.ts'
 import { type Tracing, type TracingSettings, tracingFor } from './tracing.ts'
 
 export interface ListenOptions {
@@ -122,6 +122,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
   SHUTDOWN_TIMEOUT_MS: number
   HOST: string
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
+  OTEL_EXPORTER_OTLP_PROTOCOL?: OtlpProtocol | undefined
   OTEL_SERVICE_NAME?: string | undefined
   OTEL_TRACES_SAMPLER?: TracesSampler | undefined
   OTEL_TRACES_SAMPLER_ARG?: number | undefined
@@ -134,6 +135,7 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
       SHUTDOWN_TIMEOUT_MS: commonSettings.SHUTDOWN_TIMEOUT_MS,
       HOST: commonSettings.HOST,
       OTEL_EXPORTER_OTLP_ENDPOINT: commonSettings.OTEL_EXPORTER_OTLP_ENDPOINT,
+      OTEL_EXPORTER_OTLP_PROTOCOL: commonSettings.OTEL_EXPORTER_OTLP_PROTOCOL,
       OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,
       OTEL_TRACES_SAMPLER: commonSettings.OTEL_TRACES_SAMPLER,
       OTEL_TRACES_SAMPLER_ARG: commonSettings.OTEL_TRACES_SAMPLER_ARG,

@@ -10,6 +10,9 @@ export const TRACES_SAMPLERS = [
   'parentbased_traceidratio',
 ] as const
 export type TracesSampler = (typeof TRACES_SAMPLERS)[number]
+/** OTLP's encodings over HTTP (OTEL_EXPORTER_OTLP_PROTOCOL); gRPC is not offered. */
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number]
 
 /** Settings every service shares; each service's config schema spreads these in. */
 export const commonSettings = {
@@ -31,6 +34,11 @@ export const commonSettings = {
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 10_000 }),
   /** OTLP/HTTP collector (e.g. http://otel-collector:4318): traces are sent to <it>/v1/traces; off when unset. */
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /**
+   * OpenTelemetry's standard OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf (the default, OTLP's own)
+   * or http/json.
+   */
+  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(Type.Union(OTLP_PROTOCOLS.map((p) => Type.Literal(p)))),
   /** service.name of the traces (default: the service's own name; the embedded default: prompt-service). */
   OTEL_SERVICE_NAME: Type.Optional(Type.String({ minLength: 1 })),
   /**

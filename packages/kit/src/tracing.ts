@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { TracesSampler } from './settings.ts'
+import type { OtlpProtocol, TracesSampler } from './settings.ts'
 import type { SpanHandle, Tracing } from './tracingTypes.ts'
 
 /**
@@ -13,6 +13,7 @@ export type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracin
 
 export interface TracingSettings {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined
+  OTEL_EXPORTER_OTLP_PROTOCOL?: OtlpProtocol | undefined
   OTEL_SERVICE_NAME?: string | undefined
   OTEL_TRACES_SAMPLER?: TracesSampler | undefined
   OTEL_TRACES_SAMPLER_ARG?: number | undefined
@@ -27,6 +28,7 @@ export async function tracingFor(config: TracingSettings, serviceName: string): 
   return createOtelTracing({
     endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT,
     serviceName: config.OTEL_SERVICE_NAME ?? serviceName,
+    ...(config.OTEL_EXPORTER_OTLP_PROTOCOL !== undefined ? { protocol: config.OTEL_EXPORTER_OTLP_PROTOCOL } : {}),
     sampler: config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
     ratio: config.OTEL_TRACES_SAMPLER_ARG ?? 1,
     ...(config.OTEL_BSP_SCHEDULE_DELAY !== undefined
