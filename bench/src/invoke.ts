@@ -6,7 +6,7 @@
  *   node --conditions=source bench/src/invoke.ts [--mode embedded|distributed]
  *        [--gateways 1 --renders 1] [--duration 16] [--rounds 4] [--warmup 4] [--connections 50]
  *        [--log-level info] [--cpu-prof] [--keep-logs]
- *        [--tracing [--processes 1] [--together] [--rate R] [--ratio 0.1]]
+ *        [--tracing [--processes 3] [--together] [--rate R] [--ratio 0.1]]
  *
  * embedded (default): the whole service in one process (`pnpm start`), and the bare chain in one
  * process too. distributed: the five processes on SQLite stores with NATS_URL and REDIS_URL (the
@@ -21,7 +21,7 @@
  * --tracing (embedded): instead of the bare chain, the service three times, tracing off, on
  * with every request sampled (ratio 1.0) and on with OTEL_TRACES_SAMPLER_ARG=0.1 (sampler
  * parentbased_traceidratio), exporting OTLP to a sink in this process, loaded in interleaved
- * rounds (the order turns each round). --processes P (default 1): P processes of each variant,
+ * rounds (the order turns each round). --processes P (default 3, with --rounds 6 --duration 24): P processes of each variant,
  * started in turn, round i loading the (i mod P)-th, so that one process's luck is not the
  * variant's; the per-round ratios are printed with their median. --together: each round loads
  * the three variants at the same time (--connections each), so that they share the machine's
@@ -65,8 +65,10 @@ const { values: args } = parseArgs({
   options: {
     mode: { type: 'string', default: 'embedded' },
     /** Seconds of measurement per chain, split over --rounds alternating runs. */
-    duration: { type: 'string', default: '16' },
-    rounds: { type: 'string', default: '4' },
+    /** 16 (--tracing: 24, four seconds a round). */
+    duration: { type: 'string' },
+    /** 4 (--tracing: 6, two a process). */
+    rounds: { type: 'string' },
     warmup: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
     'cpu-prof': { type: 'boolean', default: false },
@@ -75,8 +77,11 @@ const { values: args } = parseArgs({
      * sampled and on with a 10 % sampler, loaded in turn, exporting to a sink in this process.
      */
     tracing: { type: 'boolean', default: false },
-    /** --tracing: processes of each variant, taken in turn by the rounds. */
-    processes: { type: 'string', default: '1' },
+    /**
+     * --tracing: processes of each variant, taken in turn by the rounds (default 3: one process's
+     * luck, which moved a variant by up to 13 % here, is averaged over three).
+     */
+    processes: { type: 'string' },
     /** --tracing: the variants loaded at the same time in each round, not one after another. */
     together: { type: 'boolean', default: false },
     /**
@@ -134,11 +139,11 @@ const scaled = gateways > 1 || renders > 1
 /** A replica's process name: numbered only when there are several. */
 const replicaNames = (role: string, count: number) =>
   Array.from({ length: count }, (_, i) => (count > 1 ? `${role}${i}` : role))
-const duration = Number(args.duration)
+const duration = Number(args.duration ?? (args.tracing ? 24 : 16))
 const warmup = Number(args.warmup)
 const connections = Number(args.connections)
-const rounds = Math.max(1, Number(args.rounds))
-const processes = Math.min(8, Math.max(1, Number(args.processes) || 1))
+const rounds = Math.max(1, Number(args.rounds ?? (args.tracing ? 6 : 4)))
+const processes = Math.min(8, Math.max(1, Number(args.processes ?? (args.tracing ? 3 : 1)) || 1))
 const rate = args.rate === undefined ? undefined : Number(args.rate)
 if (rate !== undefined && !(Number.isInteger(rate) && rate >= 1 && rate <= 100_000))
   usage(`--rate must be an integer from 1 to 100000 requests a second, not '${args.rate}'`)
