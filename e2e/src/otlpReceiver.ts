@@ -81,7 +81,9 @@ function protoFields(buf: Buffer): Array<{ field: number; bytes?: Buffer; number
   return out
 }
 const each = (buf: Buffer, field: number) =>
-  protoFields(buf).filter((f) => f.field === field && f.bytes !== undefined).map((f) => f.bytes as Buffer)
+  protoFields(buf)
+    .filter((f) => f.field === field && f.bytes !== undefined)
+    .map((f) => f.bytes as Buffer)
 const one = (buf: Buffer, field: number) => protoFields(buf).find((f) => f.field === field)
 
 function protoAnyValue(buf: Buffer): AnyValue {

@@ -28,7 +28,9 @@ export async function tracingFor(config: TracingSettings, serviceName: string): 
   return createOtelTracing({
     endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT,
     serviceName: config.OTEL_SERVICE_NAME ?? serviceName,
-    ...(config.OTEL_EXPORTER_OTLP_PROTOCOL !== undefined ? { protocol: config.OTEL_EXPORTER_OTLP_PROTOCOL } : {}),
+    ...(config.OTEL_EXPORTER_OTLP_PROTOCOL !== undefined
+      ? { protocol: config.OTEL_EXPORTER_OTLP_PROTOCOL }
+      : {}),
     sampler: config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
     ratio: config.OTEL_TRACES_SAMPLER_ARG ?? 1,
     ...(config.OTEL_BSP_SCHEDULE_DELAY !== undefined
