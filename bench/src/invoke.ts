@@ -64,8 +64,7 @@ import {
 const { values: args } = parseArgs({
   options: {
     mode: { type: 'string', default: 'embedded' },
-    /** Seconds of measurement per chain, split over --rounds alternating runs. */
-    /** 16 (--tracing: 24, four seconds a round). */
+    /** Seconds of measurement per chain, split over --rounds alternating runs: 16 (--tracing: 24). */
     duration: { type: 'string' },
     /** 4 (--tracing: 6, two a process). */
     rounds: { type: 'string' },

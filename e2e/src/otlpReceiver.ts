@@ -42,13 +42,18 @@ const anyValue = (v: AnyValue): unknown => v.stringValue ?? v.intValue ?? v.bool
 const attrs = (list: KeyValue[] | undefined) =>
   Object.fromEntries((list ?? []).map((kv) => [kv.key, anyValue(kv.value)]))
 
+/** One protobuf field: a length-delimited or fixed field's bytes, or a varint's number. */
+interface ProtoField {
+  bytes?: Buffer
+  number?: number
+}
 /**
- * Protobuf's wire format, read field by field: enough of it to read an OTLP trace export
- * (opentelemetry-proto's trace.proto, common.proto) as its JSON mapping, which the checks below
- * share with JSON exports. Length-delimited fields are their bytes; varints and fixed64s numbers.
+ * A protobuf message read once into its fields by number: enough of the wire format to read an
+ * OTLP trace export (opentelemetry-proto's trace.proto, common.proto) as its JSON mapping, which
+ * the checks below share with JSON exports.
  */
-function protoFields(buf: Buffer): Array<{ field: number; bytes?: Buffer; number?: number }> {
-  const out: Array<{ field: number; bytes?: Buffer; number?: number }> = []
+function protoMessage(buf: Buffer): Map<number, ProtoField[]> {
+  const fields = new Map<number, ProtoField[]>()
   let at = 0
   const varint = (): number => {
     let value = 0
@@ -61,59 +66,59 @@ function protoFields(buf: Buffer): Array<{ field: number; bytes?: Buffer; number
       scale *= 128
     }
   }
+  const take = (length: number): ProtoField => {
+    const bytes = buf.subarray(at, at + length)
+    at += length
+    return { bytes }
+  }
   while (at < buf.length) {
     const key = varint()
-    const field = Math.floor(key / 8)
     const wire = key % 8
-    if (wire === 0) out.push({ field, number: varint() })
-    else if (wire === 1) {
-      out.push({ field, bytes: buf.subarray(at, at + 8) })
-      at += 8
-    } else if (wire === 2) {
-      const length = varint()
-      out.push({ field, bytes: buf.subarray(at, at + length) })
-      at += length
-    } else if (wire === 5) {
-      out.push({ field, bytes: buf.subarray(at, at + 4) })
-      at += 4
-    } else throw new Error(`protobuf: wire type ${wire} not expected in OTLP traces`)
+    let field: ProtoField
+    if (wire === 0) field = { number: varint() }
+    else if (wire === 1) field = take(8)
+    else if (wire === 2) field = take(varint())
+    else if (wire === 5) field = take(4)
+    else throw new Error(`protobuf: wire type ${wire} not expected in OTLP traces`)
+    const number = Math.floor(key / 8)
+    const seen = fields.get(number)
+    if (seen) seen.push(field)
+    else fields.set(number, [field])
   }
-  return out
+  return fields
 }
-const each = (buf: Buffer, field: number) =>
-  protoFields(buf)
-    .filter((f) => f.field === field && f.bytes !== undefined)
-    .map((f) => f.bytes as Buffer)
-const one = (buf: Buffer, field: number) => protoFields(buf).find((f) => f.field === field)
+const EMPTY = Buffer.alloc(0)
+/** The messages of a message field (each, where it repeats), read. */
+const messages = (m: Map<number, ProtoField[]>, n: number) =>
+  (m.get(n) ?? []).map((f) => protoMessage(f.bytes ?? EMPTY))
+const bytesOf = (m: Map<number, ProtoField[]>, n: number) => m.get(n)?.[0]?.bytes ?? EMPTY
 
-function protoAnyValue(buf: Buffer): AnyValue {
-  const f = protoFields(buf)[0]
-  if (!f) return {}
-  if (f.field === 1) return { stringValue: f.bytes?.toString('utf8') ?? '' }
-  if (f.field === 2) return { boolValue: f.number === 1 }
-  if (f.field === 3) return { intValue: f.number ?? 0 }
-  if (f.field === 4) return { doubleValue: f.bytes?.readDoubleLE(0) ?? 0 }
+function protoAnyValue(m: Map<number, ProtoField[]>): AnyValue {
+  if (m.has(1)) return { stringValue: bytesOf(m, 1).toString('utf8') }
+  if (m.has(2)) return { boolValue: m.get(2)?.[0]?.number === 1 }
+  if (m.has(3)) return { intValue: m.get(3)?.[0]?.number ?? 0 }
+  if (m.has(4)) return { doubleValue: bytesOf(m, 4).readDoubleLE(0) }
   return {}
 }
-const protoKeyValues = (list: Buffer[]): KeyValue[] =>
+const protoKeyValues = (list: Map<number, ProtoField[]>[]): KeyValue[] =>
   list.map((kv) => ({
-    key: one(kv, 1)?.bytes?.toString('utf8') ?? '',
-    value: protoAnyValue(one(kv, 2)?.bytes ?? Buffer.alloc(0)),
+    key: bytesOf(kv, 1).toString('utf8'),
+    value: protoAnyValue(messages(kv, 2)[0] ?? new Map()),
   }))
 
 /** An OTLP/HTTP protobuf trace export, as the JSON encoding would carry it. */
 function fromProtobuf(body: Buffer): ExportRequest {
   return {
-    resourceSpans: each(body, 1).map((rs) => ({
-      resource: { attributes: protoKeyValues(each(one(rs, 1)?.bytes ?? Buffer.alloc(0), 1)) },
-      scopeSpans: each(rs, 2).map((ss) => ({
-        spans: each(ss, 2).map((span) => ({
-          traceId: one(span, 1)?.bytes?.toString('hex') ?? '',
-          spanId: one(span, 2)?.bytes?.toString('hex') ?? '',
-          parentSpanId: one(span, 4)?.bytes?.toString('hex') ?? '',
-          name: one(span, 5)?.bytes?.toString('utf8') ?? '',
-          kind: one(span, 6)?.number ?? 0,
-          attributes: protoKeyValues(each(span, 9)),
+    resourceSpans: messages(protoMessage(body), 1).map((rs) => ({
+      resource: { attributes: protoKeyValues(messages(messages(rs, 1)[0] ?? new Map(), 1)) },
+      scopeSpans: messages(rs, 2).map((ss) => ({
+        spans: messages(ss, 2).map((span) => ({
+          traceId: bytesOf(span, 1).toString('hex'),
+          spanId: bytesOf(span, 2).toString('hex'),
+          parentSpanId: bytesOf(span, 4).toString('hex'),
+          name: bytesOf(span, 5).toString('utf8'),
+          kind: span.get(6)?.[0]?.number ?? 0,
+          attributes: protoKeyValues(messages(span, 9)),
         })),
       })),
     })),

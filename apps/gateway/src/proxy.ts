@@ -95,10 +95,8 @@ export function proxyOptions(config: GatewayConfig, upstreams: Upstreams): Fasti
         if (request.peekedLength !== null) out['content-length'] = String(request.peekedLength)
         // A client's trace context goes no further than the gateway: the services behind it
         // continue the gateway's trace, when it keeps one, and record nothing of a trace it did not.
-        if (out.traceparent !== undefined || out.tracestate !== undefined) {
-          delete out.traceparent
-          delete out.tracestate
-        }
+        delete out.traceparent
+        delete out.tracestate
         // A traced request: the upstream continues the gateway's server span, which names it.
         // One span a proxied request at the gateway, as Envoy and other proxies record it: the
         // upstream's own server span shows the time spent there (docs/decisions.md).

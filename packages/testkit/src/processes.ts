@@ -22,27 +22,31 @@ const handedOut = new Set<number>()
 const RESERVATIONS = join(tmpdir(), 'pm-test-ports')
 const RESERVED_MS = 15 * 60_000
 
+let reservationsMade = false
+
 function reserve(port: number): boolean {
-  const file = join(RESERVATIONS, String(port))
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      closeSync(openSync(file, 'wx'))
-      return true
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        mkdirSync(RESERVATIONS, { recursive: true })
-        continue
-      }
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-      try {
-        if (Date.now() - statSync(file).mtimeMs < RESERVED_MS) return false
-        unlinkSync(file)
-      } catch {
-        // Taken or freed by another process meanwhile: try the create once more.
-      }
-    }
+  if (!reservationsMade) {
+    mkdirSync(RESERVATIONS, { recursive: true })
+    reservationsMade = true
   }
-  return false
+  const file = join(RESERVATIONS, String(port))
+  const create = () => closeSync(openSync(file, 'wx'))
+  try {
+    create()
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  }
+  // Held: taken again only once stale.
+  try {
+    if (Date.now() - statSync(file).mtimeMs < RESERVED_MS) return false
+    unlinkSync(file)
+    create()
+    return true
+  } catch {
+    // Freed or taken by another process meanwhile.
+    return false
+  }
 }
 
 /** Whether 127.0.0.1:`port` can be listened on now. */
