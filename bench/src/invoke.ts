@@ -45,6 +45,7 @@ import {
   findServers,
   type LoadGenerator,
   machineSeconds,
+  mainThreadSeconds,
   peakRssMiB,
   startChild,
   startLoadGenerator,
@@ -377,6 +378,8 @@ interface Run {
   byFront: Figures[]
   /** CPU seconds, by process (the chain's, the servers it uses, and the load generators'). */
   cpu: Record<string, number>
+  /** CPU seconds of each of the chain's processes' main thread (processes.ts, mainThreadSeconds). */
+  mainThread: Record<string, number>
   /** CPU seconds the rest of the machine used meanwhile, and the machine's total (all cores). */
   otherBusy: number
   machineTotal: number
@@ -408,6 +411,7 @@ async function load(
     ...(rate !== undefined ? { overallRate: rate } : {}),
   }))
   const before = procs.map((c) => cpuSeconds(c.pid))
+  const mainBefore = procs.map((c) => mainThreadSeconds(c.pid))
   const selfBefore = process.cpuUsage()
   const machineBefore = machineSeconds()
   const results: Result[] = scaled
@@ -429,11 +433,13 @@ async function load(
     }
   })
   const cpu: Record<string, number> = {}
+  const mainThread: Record<string, number> = {}
   let ours = 0
   procs.forEach((c, i) => {
     const used = cpuSeconds(c.pid) - (before[i] ?? 0)
     ours += used
     cpu[c.name] = used
+    mainThread[c.name] = mainThreadSeconds(c.pid) - (mainBefore[i] ?? 0)
   })
   // This process: the load generator itself by default; in the scaling bench, only the coordination.
   const self = process.cpuUsage(selfBefore)
@@ -445,6 +451,7 @@ async function load(
     result: byFront.length === 1 && byFront[0] ? byFront[0] : together(byFront, true),
     byFront,
     cpu,
+    mainThread,
     otherBusy: Math.max(0, machine.busy - machineBefore.busy - ours),
     machineTotal: machine.total - machineBefore.total,
   }
@@ -710,6 +717,34 @@ async function mainTracing(): Promise<void> {
   }
   log(
     `per-round ratios to off: 1.0 ${perRound(all)}; ${third} ${perRound(tenth)}; CPU per request of the service: off ${fmt(serviceCpu(off.summary), 0)} µs, 1.0 ${fmt(serviceCpu(all.summary), 0)} µs, ${third} ${fmt(serviceCpu(tenth.summary), 0)} µs`,
+  )
+  // The main thread's CPU a request, all rounds and processes of a variant together: what limits a
+  // saturated service, without the GC and compiler threads' share, which moves by far more between
+  // processes (processes.ts, mainThreadSeconds). Each process's own figure follows, to show the spread.
+  const mainThread = (c: typeof off) => {
+    const by = new Map<string, { seconds: number; requests: number }>()
+    for (const r of c.runs) {
+      for (const [name, seconds] of Object.entries(r.mainThread)) {
+        if (!name.startsWith('embedded')) continue
+        const acc = by.get(name) ?? { seconds: 0, requests: 0 }
+        acc.seconds += seconds
+        acc.requests += r.result.requests
+        by.set(name, acc)
+      }
+    }
+    const all = [...by.values()].reduce(
+      (a, b) => ({ seconds: a.seconds + b.seconds, requests: a.requests + b.requests }),
+      {
+        seconds: 0,
+        requests: 0,
+      },
+    )
+    const each = [...by.values()].map((b) => fmt((b.seconds * 1e6) / b.requests, 0)).join(', ')
+    return { us: (all.seconds * 1e6) / all.requests, each }
+  }
+  const [m0, m1, m01] = [mainThread(off), mainThread(all), mainThread(tenth)]
+  log(
+    `main thread CPU per request: off ${fmt(m0.us, 0)} µs (${m0.each}), 1.0 ${fmt(m1.us, 0)} µs (${m1.each}; ${fmt((m1.us / m0.us - 1) * 100)} %), ${third} ${fmt(m01.us, 0)} µs (${m01.each}; ${fmt((m01.us / m0.us - 1) * 100)} %)`,
   )
   if (rate !== undefined) {
     // The service's CPU over the measured rounds less its idle CPU over the same seconds, a request.

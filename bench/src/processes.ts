@@ -27,6 +27,23 @@ export function cpuSeconds(pid: number | undefined): number {
   }
 }
 
+/**
+ * CPU time (user + system) a process's main thread has used so far, in seconds (Linux): the
+ * thread that runs its JavaScript, the one a saturated Node.js service is limited by. The rest of
+ * the process's CPU is V8's helper threads (parallel and concurrent GC, compilers), which moved
+ * by 40 µs a request between identical processes here, where the main thread moved by under 5.
+ */
+export function mainThreadSeconds(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
 /** CPU time the whole machine has spent busy and in all, in seconds (Linux, all cores). */
 export function machineSeconds(): { busy: number; total: number } {
   try {
