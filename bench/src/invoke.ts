@@ -723,6 +723,7 @@ async function mainTracing(): Promise<void> {
   // processes (processes.ts, mainThreadSeconds). Each process's own figure follows, to show the spread.
   const mainThread = (c: typeof off) => {
     const by = new Map<string, { seconds: number; requests: number }>()
+    const total = { seconds: 0, requests: 0 }
     for (const r of c.runs) {
       for (const [name, seconds] of Object.entries(r.mainThread)) {
         if (!name.startsWith('embedded')) continue
@@ -730,17 +731,12 @@ async function mainTracing(): Promise<void> {
         acc.seconds += seconds
         acc.requests += r.result.requests
         by.set(name, acc)
+        total.seconds += seconds
+        total.requests += r.result.requests
       }
     }
-    const all = [...by.values()].reduce(
-      (a, b) => ({ seconds: a.seconds + b.seconds, requests: a.requests + b.requests }),
-      {
-        seconds: 0,
-        requests: 0,
-      },
-    )
     const each = [...by.values()].map((b) => fmt((b.seconds * 1e6) / b.requests, 0)).join(', ')
-    return { us: (all.seconds * 1e6) / all.requests, each }
+    return { us: (total.seconds * 1e6) / total.requests, each }
   }
   const [m0, m1, m01] = [mainThread(off), mainThread(all), mainThread(tenth)]
   log(
