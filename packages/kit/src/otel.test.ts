@@ -1,9 +1,9 @@
-import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
+import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace } from '@opentelemetry/api'
 import {
+  BatchSpanProcessor,
   InMemorySpanExporter,
   SamplingDecision,
   TraceIdRatioBasedSampler,
-  TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -175,33 +175,28 @@ describe('a trace the sampler drops costs no span work', () => {
   })
 })
 
-/** Counts the SDK's startSpan calls of every tracer made while it is installed. */
-function countSdkSpans() {
-  const counter = { started: 0 }
-  const getTracer = TracerProvider.prototype.getTracer
-  const spy = vi.spyOn(TracerProvider.prototype, 'getTracer').mockImplementation(function (
-    this: TracerProvider,
-    ...args: Parameters<TracerProvider['getTracer']>
+/** Counts the spans handed to a batch processor (every recorded span, once it ends) while installed. */
+function countRecorded() {
+  const counter = { recorded: 0 }
+  const onEnd = BatchSpanProcessor.prototype.onEnd
+  const spy = vi.spyOn(BatchSpanProcessor.prototype, 'onEnd').mockImplementation(function (
+    this: BatchSpanProcessor,
+    ...args: Parameters<BatchSpanProcessor['onEnd']>
   ) {
-    const tracer = getTracer.apply(this, args)
-    const startSpan = tracer.startSpan.bind(tracer)
-    tracer.startSpan = (...a: Parameters<typeof startSpan>) => {
-      counter.started++
-      return startSpan(...a)
-    }
-    return tracer
+    counter.recorded++
+    return onEnd.apply(this, args)
   })
   return { counter, restore: () => spy.mockRestore() }
 }
 
-describe('a dropped server span is decided without the SDK', () => {
+describe('a dropped span records nothing; a sampled one is recorded once', () => {
   const traceIdOf = (traceparent: string | undefined) => traceparent?.split('-')[1] ?? ''
   const flagsOf = (traceparent: string | undefined) => traceparent?.split('-')[3]
-  let sdk: ReturnType<typeof countSdkSpans>
+  let processed: ReturnType<typeof countRecorded>
   beforeEach(() => {
-    sdk = countSdkSpans()
+    processed = countRecorded()
   })
-  afterEach(() => sdk.restore())
+  afterEach(() => processed.restore())
   const tracingWith = (sampler: Parameters<typeof samplerFor>[0], ratio: number) => {
     const exporter = new KeepingExporter()
     return {
@@ -216,7 +211,7 @@ describe('a dropped server span is decided without the SDK', () => {
     }
   }
 
-  it('a root the ratio drops: no SDK span, nothing sent downstream, a store call in it starts nothing', async () => {
+  it('a root the ratio drops: nothing recorded, nothing sent downstream, a store call in it starts nothing', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 0)
     const store = traceMethods({ get: async () => 42 }, tracing, 'store')
     const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
@@ -231,19 +226,19 @@ describe('a dropped server span is decided without the SDK', () => {
     const next = tracingWith('parentbased_traceidratio', 1)
     const downstream = next.tracing.start('POST /render', { kind: 'server', parent: inside.outgoing })
     expect(downstream.recording).toBe(false)
-    expect(sdk.counter.started).toBe(0)
+    expect(processed.counter.recorded).toBe(0)
     await next.tracing.shutdown()
     await tracing.shutdown()
     expect(exporter.getFinishedSpans()).toEqual([])
   })
 
-  it('a caller’s unsampled traceparent and tracestate: no SDK span, nothing goes on', async () => {
+  it('a caller’s unsampled traceparent and tracestate: nothing recorded, nothing goes on', async () => {
     const { tracing } = tracingWith('parentbased_always_on', 1)
     const parent = { traceparent: `00-${TRACE_LOW}-00000000000000aa-00`, tracestate: 'vendor=x' }
     const span = tracing.start('POST /render', { kind: 'server', parent })
     expect(span.recording).toBe(false)
     expect(span.run(() => tracing.headers())).toEqual({})
-    expect(sdk.counter.started).toBe(0)
+    expect(processed.counter.recorded).toBe(0)
     await tracing.shutdown()
   })
 
@@ -278,11 +273,11 @@ describe('a dropped server span is decided without the SDK', () => {
       tracestate: 'vendor=x',
     })
     sampled.end()
-    expect(sdk.counter.started).toBe(2)
+    expect(processed.counter.recorded).toBe(2)
     await tracing.shutdown()
   })
 
-  it('a root the ratio samples is recorded by the SDK, in the trace id decided on, as a root', async () => {
+  it('a root the ratio samples is recorded, in the trace id decided on, as a root', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 1)
     const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
     expect(root.recording).toBe(true)
@@ -291,7 +286,7 @@ describe('a dropped server span is decided without the SDK', () => {
     const child = root.run(() => tracing.start('store.get'))
     child.end()
     root.end()
-    expect(sdk.counter.started).toBe(2)
+    expect(processed.counter.recorded).toBe(2)
     // Another root gets another trace id (the one decided on is used once).
     const other = tracing.start('GET /y', { kind: 'server', parent: {}, root: true })
     other.end()
@@ -311,8 +306,7 @@ describe('a dropped server span is decided without the SDK', () => {
     const ratio = 0.3
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', ratio)
     const reference = new TraceIdRatioBasedSampler(ratio)
-    // The trace id each decision was made on: the first the ratio sampler is asked about for a
-    // root (the SDK asks again, about the same id, for one it then starts).
+    // The trace id each decision was made on: the one the ratio sampler is asked about for a root.
     const asked = vi.spyOn(TraceIdRatioBasedSampler.prototype, 'shouldSample')
     const kept: string[] = []
     const n = 4000
@@ -335,8 +329,8 @@ describe('a dropped server span is decided without the SDK', () => {
     }
     // About the ratio's share (binomial: ±4.5 standard deviations at n = 4000), ...
     expect(Math.abs(kept.length / n - ratio)).toBeLessThan(0.033)
-    // ... and only the SDK's spans for those, in those traces.
-    expect(sdk.counter.started).toBe(kept.length)
+    // ... and only those recorded, in those traces.
+    expect(processed.counter.recorded).toBe(kept.length)
     await tracing.shutdown()
     expect(exporter.getFinishedSpans().map((s) => s.spanContext().traceId)).toEqual(kept)
   })
@@ -353,9 +347,63 @@ describe('a dropped server span is decided without the SDK', () => {
     })
     expect(low.recording).toBe(true)
     expect(high.recording).toBe(false)
-    expect(sdk.counter.started).toBe(1)
     low.end()
+    high.end()
+    expect(processed.counter.recorded).toBe(1)
     await tracing.shutdown()
+  })
+})
+
+describe('a recorded span, as the exporters read it', () => {
+  it('names, kinds, ids, times, attributes, status and the exception event of what the services record', async () => {
+    const exporter = new KeepingExporter()
+    const tracing = createOtelTracing({
+      endpoint: 'http://127.0.0.1:9',
+      serviceName: 'svc',
+      sampler: 'parentbased_always_on',
+      ratio: 1,
+      exporter,
+    })
+    const callerSpan = '00000000000000aa'
+    const server = tracing.start('POST', {
+      kind: 'server',
+      parent: { traceparent: `00-${TRACE_LOW}-${callerSpan}-01` },
+      attributes: { 'http.request.method': 'POST' },
+    })
+    server.update('POST /render', { 'http.route': '/render' })
+    const failure = Object.assign(new Error('store down'), { code: 'ECONNREFUSED' })
+    const child = server.run(() => tracing.start('render.prompts', { kind: 'client' }))
+    child.end(failure)
+    child.end() // a second end changes nothing
+    server.end()
+    server.update('renamed after its end', { late: true })
+    await tracing.shutdown()
+    const spans = exporter.getFinishedSpans()
+    expect(spans.map((s) => s.name)).toEqual(['render.prompts', 'POST /render'])
+    const [c, s] = spans
+    if (!c || !s) throw new Error('two spans expected')
+    expect(s.kind).toBe(SpanKind.SERVER)
+    expect(c.kind).toBe(SpanKind.CLIENT)
+    expect(s.spanContext()).toMatchObject({ traceId: TRACE_LOW, traceFlags: TraceFlags.SAMPLED })
+    expect(s.parentSpanContext).toMatchObject({ traceId: TRACE_LOW, spanId: callerSpan, isRemote: true })
+    expect(c.parentSpanContext?.spanId).toBe(s.spanContext().spanId)
+    expect(c.parentSpanContext?.isRemote).toBeFalsy()
+    expect(s.attributes).toEqual({ 'http.request.method': 'POST', 'http.route': '/render' })
+    expect(s.status).toEqual({ code: SpanStatusCode.UNSET })
+    expect(c.status).toEqual({ code: SpanStatusCode.ERROR, message: 'store down' })
+    expect(
+      c.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']]),
+    ).toEqual([['exception', 'ECONNREFUSED', 'store down']])
+    expect(String(c.events[0]?.attributes?.['exception.stacktrace'])).toContain('store down')
+    expect(s.resource.attributes['service.name']).toBe('svc')
+    expect(s.instrumentationScope.name).toBe('prompt-service')
+    // HrTime [seconds, nanoseconds] near now; the server span outlasts its child.
+    const ms = (t: [number, number]) => t[0] * 1e3 + t[1] / 1e6
+    expect(Math.abs(ms(s.startTime) - Date.now())).toBeLessThan(5_000)
+    expect(ms(s.endTime)).toBeGreaterThanOrEqual(ms(c.endTime))
+    expect(ms(c.startTime)).toBeGreaterThanOrEqual(ms(s.startTime))
+    expect(ms(s.duration)).toBeCloseTo(ms(s.endTime) - ms(s.startTime), 3)
+    expect(s.ended).toBe(true)
   })
 })
 

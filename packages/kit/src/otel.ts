@@ -1,37 +1,45 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
 import {
-  type Context,
+  type Attributes,
   defaultTextMapGetter,
-  defaultTextMapSetter,
+  type HrTime,
   ROOT_CONTEXT,
   SamplingDecision,
   SpanKind as OtelKind,
+  type SpanContext,
+  type SpanStatus,
   SpanStatusCode,
+  TraceFlags,
+  type TraceState,
   trace,
 } from '@opentelemetry/api'
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
-import { isTracingSuppressed, W3CTraceContextPropagator } from '@opentelemetry/core'
+import { addHrTimes, hrTimeDuration, millisToHrTime, W3CTraceContextPropagator } from '@opentelemetry/core'
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
-import { resourceFromAttributes } from '@opentelemetry/resources'
+import { type Resource, resourceFromAttributes } from '@opentelemetry/resources'
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BatchSpanProcessor,
-  type IdGenerator,
   ParentBasedSampler,
+  type ReadableSpan,
   type Sampler,
   type SpanExporter,
+  type TimedEvent,
   TraceIdRatioBasedSampler,
-  TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import { randomHex } from './ids.ts'
 import type { OtlpProtocol, TracesSampler } from './settings.ts'
-import type { Carrier, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
+import type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
 /**
- * The OpenTelemetry SDK behind the Tracing seam; imported only by `tracingFor` when an OTLP
- * endpoint is set. Nothing is registered globally: this object owns its provider, its
- * AsyncLocalStorage context manager and its W3C propagator, so two of them (tests) never meet.
+ * OpenTelemetry behind the Tracing seam; imported only by `tracingFor` when an OTLP endpoint is
+ * set. The SDK's samplers decide, its batch span processor batches and OTLP's exporters send; a
+ * sampled span itself is this file's `Recorded`, a small ReadableSpan of its own, current through
+ * one AsyncLocalStorage: the SDK's span, context manager and propagator ran several times the
+ * code a span needs, and code that runs for one request in ten is code the CPU has cold
+ * (docs/decisions.md, "A span recorder of our own"). Nothing is registered globally: this object
+ * owns its store, processor and exporter, so two of them (tests) never meet.
  */
 
 const KINDS: Record<SpanKind, OtelKind> = {
@@ -90,51 +98,20 @@ export function createOtelTracing(opts: {
     opts.exporter ??
     (opts.protocol === 'http/json' ? new JsonTraceExporter({ url }) : new ProtobufTraceExporter({ url }))
   const sampler = samplerFor(opts.sampler, opts.ratio)
-  /**
-   * The trace id `start` drew and sampled for a root span it then asks the SDK to start: the
-   * SDK's next trace id (startSpan draws it synchronously, once, for a span without a valid
-   * parent), so the span it records is in the trace the decision was made on.
-   */
-  let nextTraceId: string | undefined
-  const idGenerator: IdGenerator = {
-    generateTraceId: () => {
-      const id = nextTraceId ?? traceIdNew()
-      nextTraceId = undefined
-      return id
-    },
-    generateSpanId: spanIdNew,
-  }
-  const provider = new TracerProvider({
-    resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
-    sampler,
-    idGenerator,
-    // Exported within a second by default: a trace is in the backend while the request is still in mind.
-    spanProcessors: [
-      new BatchSpanProcessor({
-        exporter,
-        scheduledDelayMillis: opts.scheduleDelayMs ?? 1_000,
-        ...(opts.maxBatchSize !== undefined ? { maxExportBatchSize: opts.maxBatchSize } : {}),
-      }),
-    ],
+  // Exported within a second by default: a trace is in the backend while the request is still in mind.
+  const processor = new BatchSpanProcessor({
+    exporter,
+    scheduledDelayMillis: opts.scheduleDelayMs ?? 1_000,
+    ...(opts.maxBatchSize !== undefined ? { maxExportBatchSize: opts.maxBatchSize } : {}),
   })
-  const tracer = provider.getTracer('prompt-service')
-  const contexts = new AsyncLocalStorageContextManager()
-  contexts.enable()
-  const propagator = new W3CTraceContextPropagator()
-
-  const headersOf = (ctx: Context): Record<string, string> => {
-    const out: Record<string, string> = {}
-    propagator.inject(ctx, out, defaultTextMapSetter)
-    return out
+  const scope: Scope = {
+    resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
+    instrumentationScope: { name: 'prompt-service' },
+    processor,
   }
-
-  /**
-   * `fn` with `ctx` as the current context. A request's span is run from several of its hooks
-   * (tracing.ts, traceRequests); from those that already run in it (a hook called back
-   * synchronously by the one before), entering it again would change nothing and is skipped.
-   */
-  const enter = <T>(ctx: Context, fn: () => T): T =>
-    contexts.active() === ctx ? fn() : contexts.with(ctx, fn)
+  /** The current span: only a sampled one is ever entered. */
+  const current = new AsyncLocalStorage<Recorded>()
+  const propagator = new W3CTraceContextPropagator()
 
   /**
    * Every span this process does not trace: a trace the sampler dropped, and anything outside a
@@ -152,62 +129,56 @@ export function createOtelTracing(opts: {
   }
 
   const start = (name: string, o: SpanOptions = {}): SpanHandle => {
-    let parent: Context
-    if (o.parent) {
-      const traceparent = getter.get(o.parent, 'traceparent')
-      parent = traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, o.parent, getter)
-    } else {
-      parent = contexts.active()
-    }
-    // Only a traced span is ever entered: a current span is a sampled one, and its children are
-    // sampled under every sampler here (the parent-based ones follow the parent, traceidratio
-    // decides by the same trace id, the always_* ones decide alike).
-    const parentContext = trace.getSpanContext(parent)
-    const continues = parentContext !== undefined && trace.isSpanContextValid(parentContext)
-    // No trace to continue (no current span, no valid traceparent): a trace of its own only where
-    // asked for (a request at the gateway, a webhook worker's delivery), not in a trace dropped upstream.
-    if (!continues && !o.root) return untraced
     const kind = KINDS[o.kind ?? 'internal']
-    // The sampler asked here, before the SDK: its startSpan of a span it then drops (attributes
-    // cleaned, ids drawn, a non-recording span made) was most of what tracing cost at ratio 0.1.
-    // Same sampler, same inputs (its decision depends on the parent and the trace id alone), so
-    // the same decision. Suppressed tracing (never set here) is left to the SDK.
-    if (!isTracingSuppressed(parent)) {
-      const traceId = continues ? parentContext.traceId : traceIdNew()
-      const decision = sampler.shouldSample(parent, traceId, name, kind, o.attributes ?? {}, [])
-      if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
-      // Sampled: the SDK starts the span, in the trace decided on (it asks the sampler again,
-      // which answers the same).
-      if (!continues) nextTraceId = traceId
+    const attributes = o.attributes ?? NO_ATTRIBUTES
+    if (!o.parent) {
+      // A child of the current span, which is a sampled one: its children are sampled under every
+      // sampler here (the parent-based ones follow the parent, traceidratio decides by the same
+      // trace id, the always_* ones decide alike).
+      const parent = current.getStore()
+      if (parent)
+        return new Recorded(
+          scope,
+          current,
+          name,
+          kind,
+          attributes,
+          parent.traceId,
+          parent.context,
+          parent.traceState,
+        )
+      if (!o.root) return untraced
+      return rootSpan(name, kind, attributes)
     }
-    let span: ReturnType<typeof tracer.startSpan>
-    try {
-      span = tracer.startSpan(name, { kind, ...(o.attributes ? { attributes: o.attributes } : {}) }, parent)
-    } finally {
-      // Used once, by this startSpan: never by a later span, even if this one threw.
-      nextTraceId = undefined
+    const traceparent = getter.get(o.parent, 'traceparent')
+    if (traceparent !== undefined) {
+      // Only where a caller sent one (a traced request's hops, a traced message): read by the W3C
+      // propagator, decided by the sampler (the parent-based ones follow the caller's flags).
+      const parent = trace.getSpanContext(propagator.extract(ROOT_CONTEXT, o.parent, getter))
+      if (parent && trace.isSpanContextValid(parent)) {
+        const decision = sampler.shouldSample(
+          trace.setSpanContext(ROOT_CONTEXT, parent),
+          parent.traceId,
+          name,
+          kind,
+          attributes,
+          [],
+        )
+        if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
+        return new Recorded(scope, current, name, kind, attributes, parent.traceId, parent, parent.traceState)
+      }
     }
-    const ctx = trace.setSpan(parent, span)
-    if (!span.isRecording()) return untraced
-    let ended = false
-    return {
-      recording: true,
-      run: (fn) => enter(ctx, fn),
-      headers: () => headersOf(ctx),
-      update: (newName, attributes) => {
-        if (newName) span.updateName(newName)
-        if (attributes) span.setAttributes(attributes)
-      },
-      end: (error) => {
-        if (ended) return
-        ended = true
-        if (error !== undefined) {
-          span.recordException(error instanceof Error ? error : String(error))
-          span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error)?.message ?? String(error) })
-        }
-        span.end()
-      },
-    }
+    // No trace to continue (no valid traceparent): a trace of its own only where asked for (a
+    // request at the gateway, a webhook worker's delivery), not in a trace dropped upstream.
+    return o.root ? rootSpan(name, kind, attributes) : untraced
+  }
+
+  /** A new trace, as the sampler decides on a new trace id. */
+  const rootSpan = (name: string, kind: OtelKind, attributes: SpanAttributes): SpanHandle => {
+    const traceId = traceIdNew()
+    const decision = sampler.shouldSample(ROOT_CONTEXT, traceId, name, kind, attributes, [])
+    if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
+    return new Recorded(scope, current, name, kind, attributes, traceId, undefined, undefined)
   }
 
   return {
@@ -224,10 +195,141 @@ export function createOtelTracing(opts: {
         throw err
       }
     },
-    headers: () => headersOf(contexts.active()),
+    headers: () => current.getStore()?.headers() ?? {},
     shutdown: async () => {
-      await provider.shutdown()
-      contexts.disable()
+      await processor.shutdown()
+      current.disable()
     },
+  }
+}
+
+/** What every span of one tracing shares. */
+interface Scope {
+  resource: Resource
+  instrumentationScope: { name: string }
+  processor: BatchSpanProcessor
+}
+
+const NO_LINKS: ReadableSpan['links'] = []
+const NO_ATTRIBUTES: SpanAttributes = Object.freeze({})
+const timeOrigin = millisToHrTime(performance.timeOrigin)
+const hrTimeAt = (performanceNow: number): HrTime => addHrTimes(timeOrigin, millisToHrTime(performanceNow))
+
+/**
+ * A sampled span: the handle the services hold and, once ended, the ReadableSpan the batch
+ * processor and OTLP's exporters read. Its times are `performance.now()` readings, made HrTime
+ * only when its batch is encoded; its attributes are the services' own (typed, a handful).
+ */
+class Recorded implements SpanHandle, ReadableSpan {
+  readonly recording = true
+  readonly links = NO_LINKS
+  readonly droppedAttributesCount = 0
+  readonly droppedEventsCount = 0
+  readonly droppedLinksCount = 0
+  events: TimedEvent[] = []
+  status: SpanStatus = { code: SpanStatusCode.UNSET }
+  readonly context: SpanContext
+  readonly parentSpanContext: SpanContext | undefined
+  name: string
+  readonly kind: OtelKind
+  readonly attributes: SpanAttributes
+  readonly traceId: string
+  readonly traceState: TraceState | undefined
+  private readonly scope: Scope
+  private readonly current: AsyncLocalStorage<Recorded>
+  private readonly started = performance.now()
+  private ended_: number | undefined
+  private traceparent_: string | undefined
+
+  constructor(
+    scope: Scope,
+    current: AsyncLocalStorage<Recorded>,
+    name: string,
+    kind: OtelKind,
+    attributes: SpanAttributes,
+    traceId: string,
+    parent: SpanContext | undefined,
+    traceState: TraceState | undefined,
+  ) {
+    this.scope = scope
+    this.current = current
+    this.name = name
+    this.kind = kind
+    // Its own copy: update() adds to it.
+    this.attributes = { ...attributes }
+    this.traceId = traceId
+    this.traceState = traceState
+    this.parentSpanContext = parent
+    this.context = {
+      traceId,
+      spanId: spanIdNew(),
+      traceFlags: TraceFlags.SAMPLED,
+      ...(traceState ? { traceState } : {}),
+    }
+  }
+
+  run<T>(fn: () => T): T {
+    // A request's span is run from several of its hooks (tracing.ts, traceRequests); from those
+    // that already run in it (a hook called back synchronously by the one before), entering it
+    // again would change nothing and is skipped.
+    return this.current.getStore() === this ? fn() : this.current.run(this, fn)
+  }
+
+  headers(): Record<string, string> {
+    this.traceparent_ ??= `00-${this.traceId}-${this.context.spanId}-01`
+    return this.traceState
+      ? { traceparent: this.traceparent_, tracestate: this.traceState.serialize() }
+      : { traceparent: this.traceparent_ }
+  }
+
+  update(name?: string, attributes?: SpanAttributes): void {
+    if (this.ended_ !== undefined) return
+    if (name) this.name = name
+    if (attributes) Object.assign(this.attributes, attributes)
+  }
+
+  end(error?: unknown): void {
+    if (this.ended_ !== undefined) return
+    this.ended_ = performance.now()
+    if (error !== undefined) {
+      const err = error instanceof Error ? error : undefined
+      const message = err ? err.message : String(error)
+      const attributes: Attributes = { 'exception.message': message }
+      if (err) {
+        attributes['exception.type'] = (err as { code?: unknown }).code?.toString() ?? err.name
+        if (err.stack) attributes['exception.stacktrace'] = err.stack
+      }
+      this.events.push({ name: 'exception', time: hrTimeAt(this.ended_), attributes })
+      this.status = { code: SpanStatusCode.ERROR, message }
+    }
+    this.scope.processor.onEnd(this)
+  }
+
+  spanContext(): SpanContext {
+    return this.context
+  }
+
+  get startTime(): HrTime {
+    return hrTimeAt(this.started)
+  }
+
+  get endTime(): HrTime {
+    return hrTimeAt(this.ended_ ?? this.started)
+  }
+
+  get duration(): HrTime {
+    return hrTimeDuration(this.startTime, this.endTime)
+  }
+
+  get ended(): boolean {
+    return this.ended_ !== undefined
+  }
+
+  get resource(): Resource {
+    return this.scope.resource
+  }
+
+  get instrumentationScope(): { name: string } {
+    return this.scope.instrumentationScope
   }
 }
