@@ -7,15 +7,20 @@ import { randomFillSync, randomInt } from 'node:crypto'
 const pool = Buffer.alloc(4096)
 let offset = pool.length
 
-/** `bytes` random bytes (at most 4096) as lowercase hex, from the pool. */
-export function randomHex(bytes: number): string {
+/** `bytes` random bytes (at most 4096) from the pool: a view of it, to be read before the next draw. */
+export function randomBytesView(bytes: number): Buffer {
   if (offset + bytes > pool.length) {
     randomFillSync(pool)
     offset = 0
   }
-  const hex = pool.toString('hex', offset, offset + bytes)
+  const view = pool.subarray(offset, offset + bytes)
   offset += bytes
-  return hex
+  return view
+}
+
+/** `bytes` random bytes (at most 4096) as lowercase hex, from the pool. */
+export function randomHex(bytes: number): string {
+  return randomBytesView(bytes).toString('hex')
 }
 
 /** This process's part of every id it makes: 5 random bytes, as in a MongoDB ObjectId. */

@@ -5,10 +5,11 @@ import {
   SamplingDecision,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace'
+import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createOtelTracing, samplerFor } from './otel.ts'
+import { createOtelTracing, ratioKeeps, samplerFor } from './otel.ts'
 import { loadOperatingSettings } from './server.ts'
 import { type Tracing, tracingFor, traceMethods } from './tracing.ts'
 
@@ -302,30 +303,22 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
     expect(spans.find((s) => s.name === 'GET /y')?.spanContext().traceId).not.toBe(traceIdOf(traceparent))
   })
 
-  it('the ratio decision is the SDK sampler’s for the root’s trace id (many random ids)', async () => {
+  it('a root under the ratio: recorded in a trace id the SDK’s sampler keeps, about the ratio’s share (many roots)', async () => {
     const ratio = 0.3
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', ratio)
     const reference = new TraceIdRatioBasedSampler(ratio)
-    // The trace id each decision was made on: the one the ratio sampler is asked about for a root.
-    const asked = vi.spyOn(TraceIdRatioBasedSampler.prototype, 'shouldSample')
     const kept: string[] = []
     const n = 4000
-    try {
-      for (let i = 0; i < n; i++) {
-        const before = asked.mock.calls.length
-        const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
-        const traceId = String(asked.mock.calls[before]?.[1])
-        const sdkSays =
-          reference.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED
-        expect(root.recording, traceId).toBe(sdkSays)
-        if (root.recording) {
-          expect(root.headers().traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
-          kept.push(traceId)
-        }
-        root.end()
+    for (let i = 0; i < n; i++) {
+      const root = tracing.start('GET /x', { kind: 'server', parent: {}, root: true })
+      if (root.recording) {
+        const traceId = traceIdOf(root.headers().traceparent)
+        expect(reference.shouldSample(ROOT_CONTEXT, traceId).decision, traceId).toBe(
+          SamplingDecision.RECORD_AND_SAMPLED,
+        )
+        kept.push(traceId)
       }
-    } finally {
-      asked.mockRestore()
+      root.end()
     }
     // About the ratio's share (binomial: ±4.5 standard deviations at n = 4000), ...
     expect(Math.abs(kept.length / n - ratio)).toBeLessThan(0.033)
@@ -333,6 +326,36 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
     expect(processed.counter.recorded).toBe(kept.length)
     await tracing.shutdown()
     expect(exporter.getFinishedSpans().map((s) => s.spanContext().traceId)).toEqual(kept)
+  })
+
+  it('ratioKeeps decides a trace id’s bytes as the SDK’s ratio sampler decides its hex', () => {
+    const ids = Array.from({ length: 20_000 }, () => randomBytes(16))
+    // Ids whose four words XOR to just below, at and just above a ratio's bound, and the extremes.
+    const word = (xor: number) => {
+      const id = Buffer.alloc(16)
+      id.writeUInt32BE(xor >>> 0, 12)
+      id[0] = 1 // not all zeros
+      id.writeUInt32BE((xor ^ id.readUInt32BE(0)) >>> 0, 12)
+      return id
+    }
+    const bound = Math.floor(0.25 * 0xffffffff)
+    ids.push(word(bound - 1), word(bound), word(bound + 1), word(0), word(0xffffffff))
+    for (const ratio of [0, 1e-4, 0.1, 0.25, 0.5, 0.999, 1, -1, 2, Number.NaN]) {
+      const ours = ratioKeeps(ratio)
+      const sdk = new TraceIdRatioBasedSampler(ratio)
+      const differ = ids.filter(
+        (id) =>
+          ours(id) !==
+          (sdk.shouldSample(ROOT_CONTEXT, id.toString('hex')).decision ===
+            SamplingDecision.RECORD_AND_SAMPLED),
+      )
+      expect(
+        differ.map((id) => id.toString('hex')),
+        `ratio ${ratio}`,
+      ).toEqual([])
+    }
+    const quarter = ratioKeeps(0.25)
+    expect([word(bound - 1), word(bound)].map(quarter)).toEqual([true, false])
   })
 
   it('traceidratio (not parent-based) decides a caller’s trace by its id, flags aside', async () => {

@@ -28,7 +28,7 @@ import {
   type TimedEvent,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace'
-import { randomHex } from './ids.ts'
+import { randomBytesView, randomHex } from './ids.ts'
 import type { OtlpProtocol, TracesSampler } from './settings.ts'
 import type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
@@ -69,6 +69,21 @@ const spanIdNew = (): string => {
   return id === ZERO_SPAN ? spanIdNew() : id
 }
 
+/**
+ * traceidratio's decision on a new trace id, made on its 16 bytes before any hex string is: what
+ * the SDK's TraceIdRatioBasedSampler decides from the hex (the XOR of the id's four 32-bit words
+ * kept below ratio × (2^32 − 1); every id at ratio 1, none at 0 or below). The gateway makes this
+ * decision for every request, so it is made without the hex string, the sampler's checks and
+ * the parent-based wrapper a dropped request would otherwise pay for (otel.test.ts holds it to
+ * the SDK's answer).
+ */
+export function ratioKeeps(ratio: number): (id: Buffer) => boolean {
+  const r = Number.isNaN(ratio) ? 0 : Math.min(1, Math.max(0, ratio))
+  const bound = r === 1 ? 2 ** 32 : Math.floor(r * 0xffffffff)
+  return (id) =>
+    (id.readUInt32BE(0) ^ id.readUInt32BE(4) ^ id.readUInt32BE(8) ^ id.readUInt32BE(12)) >>> 0 < bound
+}
+
 /** The sampler OTEL_TRACES_SAMPLER names (OTEL_TRACES_SAMPLER_ARG: the ratio). */
 export function samplerFor(name: TracesSampler, ratio: number): Sampler {
   const root = name.endsWith('always_on')
@@ -98,6 +113,11 @@ export function createOtelTracing(opts: {
     opts.exporter ??
     (opts.protocol === 'http/json' ? new JsonTraceExporter({ url }) : new ProtobufTraceExporter({ url }))
   const sampler = samplerFor(opts.sampler, opts.ratio)
+  // A new trace's decision under traceidratio, with or without parentbased_ (a root has no parent).
+  const keeps =
+    opts.sampler === 'traceidratio' || opts.sampler === 'parentbased_traceidratio'
+      ? ratioKeeps(opts.ratio)
+      : undefined
   // Exported within a second by default: a trace is in the backend while the request is still in mind.
   const processor = new BatchSpanProcessor({
     exporter,
@@ -175,6 +195,14 @@ export function createOtelTracing(opts: {
 
   /** A new trace, as the sampler decides on a new trace id. */
   const rootSpan = (name: string, kind: OtelKind, attributes: SpanAttributes): SpanHandle => {
+    if (keeps) {
+      const id = randomBytesView(16)
+      if (!keeps(id)) return untraced
+      const traceId = id.toString('hex')
+      // All zeros is no valid trace id, which the SDK's sampler drops too (odds 2^-128).
+      if (traceId === ZERO_TRACE) return untraced
+      return new Recorded(scope, current, name, kind, attributes, traceId, undefined, undefined)
+    }
     const traceId = traceIdNew()
     const decision = sampler.shouldSample(ROOT_CONTEXT, traceId, name, kind, attributes, [])
     if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
