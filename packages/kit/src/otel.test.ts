@@ -64,19 +64,26 @@ class KeepingExporter extends InMemorySpanExporter {
   }
 }
 
+/** A tracing under `sampler` at `ratio` whose exporter keeps what it is sent. */
+function tracingWith(
+  sampler: Parameters<typeof samplerFor>[0],
+  ratio: number,
+  more: { serviceName?: string; scheduleDelayMs?: number; maxBatchSize?: number } = {},
+) {
+  const exporter = new KeepingExporter()
+  const tracing = createOtelTracing({
+    endpoint: 'http://127.0.0.1:9',
+    serviceName: 'test',
+    sampler,
+    ratio,
+    exporter,
+    ...more,
+  })
+  return { exporter, tracing }
+}
+
 describe('a trace the sampler drops costs no span work', () => {
   const TRACEPARENT = (flags: string) => `00-${TRACE_HIGH}-00000000000000aa-${flags}`
-  const tracingWith = (sampler: Parameters<typeof samplerFor>[0], ratio: number) => {
-    const exporter = new KeepingExporter()
-    const tracing = createOtelTracing({
-      endpoint: 'http://127.0.0.1:9',
-      serviceName: 'test',
-      sampler,
-      ratio,
-      exporter,
-    })
-    return { exporter, tracing }
-  }
   const names = async (t: Tracing, exporter: InMemorySpanExporter) => {
     await t.shutdown()
     return exporter.getFinishedSpans().map((s) => s.name)
@@ -198,20 +205,6 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
     processed = countRecorded()
   })
   afterEach(() => processed.restore())
-  const tracingWith = (sampler: Parameters<typeof samplerFor>[0], ratio: number) => {
-    const exporter = new KeepingExporter()
-    return {
-      exporter,
-      tracing: createOtelTracing({
-        endpoint: 'http://127.0.0.1:9',
-        serviceName: 'test',
-        sampler,
-        ratio,
-        exporter,
-      }),
-    }
-  }
-
   it('a root the ratio drops: nothing recorded, nothing sent downstream, a store call in it starts nothing', async () => {
     const { exporter, tracing } = tracingWith('parentbased_traceidratio', 0)
     const store = traceMethods({ get: async () => 42 }, tracing, 'store')
@@ -379,14 +372,7 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
 
 describe('a recorded span, as the exporters read it', () => {
   it('names, kinds, ids, times, attributes, status and the exception event of what the services record', async () => {
-    const exporter = new KeepingExporter()
-    const tracing = createOtelTracing({
-      endpoint: 'http://127.0.0.1:9',
-      serviceName: 'svc',
-      sampler: 'parentbased_always_on',
-      ratio: 1,
-      exporter,
-    })
+    const { exporter, tracing } = tracingWith('parentbased_always_on', 1, { serviceName: 'svc' })
     const callerSpan = '00000000000000aa'
     const server = tracing.start('POST', {
       kind: 'server',
@@ -438,18 +424,8 @@ describe('the span batch', () => {
     vi.useRealTimers()
   })
   /** A tracing that records every span, its batch's settings as given; its exporter keeps what it is sent. */
-  const batched = (batch: { scheduleDelayMs?: number; maxBatchSize?: number }) => {
-    const exporter = new KeepingExporter()
-    const tracing = createOtelTracing({
-      endpoint: 'http://127.0.0.1:9',
-      serviceName: 'test',
-      sampler: 'always_on',
-      ratio: 1,
-      exporter,
-      ...batch,
-    })
-    return { exporter, tracing }
-  }
+  const batched = (batch: { scheduleDelayMs?: number; maxBatchSize?: number }) =>
+    tracingWith('always_on', 1, batch)
   const sent = (exporter: InMemorySpanExporter) => exporter.getFinishedSpans().map((s) => s.name)
 
   it('OTEL_BSP_SCHEDULE_DELAY (scheduleDelayMs): an ended span waits that long for its batch, not the 1 s default', async () => {
