@@ -225,9 +225,28 @@ describe('release safety: protected environments, history, rollback, splits', ()
     expect(split.status).toBe(200)
     expect(split.body.data.split?.variants.map((v) => v.weight)).toEqual([30, 70])
 
+    let total = 0
+    // A render replica drops its cached pin when the prompt's change event reaches it, over NATS:
+    // soon after the promote, not with it. Wait until both serve the split (the gateway takes them
+    // in turn); a probe the split served is counted like any other invoke.
+    await vi.waitFor(
+      async () => {
+        for (let i = 0; i < 2; i++) {
+          const res = await api<Data<Invoked>>(
+            'POST',
+            `/api/v1/prompts/${promptId}/invoke?env=production`,
+            slice.apiKey,
+            { variables: { name: 'x' }, subject: 'probe' },
+          )
+          if (res.body.data.variant !== undefined) total++
+          expect(res.body.data.variant).toBeDefined()
+        }
+      },
+      { timeout: 10_000, interval: 50 },
+    )
+
     // Through the gateway: 40 subjects, 3 times each (body subject or X-Subject-Id).
     const seen = new Map<string, number>()
-    let total = 0
     for (let round = 0; round < 3; round++) {
       for (let s = 0; s < 40; s++) {
         const subject = `user-${s}`
