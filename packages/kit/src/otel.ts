@@ -10,7 +10,6 @@ import {
   type SpanStatus,
   SpanStatusCode,
   TraceFlags,
-  type TraceState,
   trace,
 } from '@opentelemetry/api'
 import { addHrTimes, hrTimeDuration, millisToHrTime, W3CTraceContextPropagator } from '@opentelemetry/core'
@@ -128,9 +127,9 @@ export function createOtelTracing(opts: {
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
     instrumentationScope: { name: 'prompt-service' },
     processor,
+    current: new AsyncLocalStorage<Recorded>(),
   }
-  /** The current span: only a sampled one is ever entered. */
-  const current = new AsyncLocalStorage<Recorded>()
+  const { current } = scope
   const propagator = new W3CTraceContextPropagator()
 
   /**
@@ -156,17 +155,7 @@ export function createOtelTracing(opts: {
       // sampler here (the parent-based ones follow the parent, traceidratio decides by the same
       // trace id, the always_* ones decide alike).
       const parent = current.getStore()
-      if (parent)
-        return new Recorded(
-          scope,
-          current,
-          name,
-          kind,
-          attributes,
-          parent.traceId,
-          parent.context,
-          parent.traceState,
-        )
+      if (parent) return new Recorded(scope, name, kind, attributes, parent.context.traceId, parent.context)
       if (!o.root) return untraced
       return rootSpan(name, kind, attributes)
     }
@@ -185,7 +174,7 @@ export function createOtelTracing(opts: {
           [],
         )
         if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
-        return new Recorded(scope, current, name, kind, attributes, parent.traceId, parent, parent.traceState)
+        return new Recorded(scope, name, kind, attributes, parent.traceId, parent)
       }
     }
     // No trace to continue (no valid traceparent): a trace of its own only where asked for (a
@@ -201,12 +190,12 @@ export function createOtelTracing(opts: {
       const traceId = id.toString('hex')
       // All zeros is no valid trace id, which the SDK's sampler drops too (odds 2^-128).
       if (traceId === ZERO_TRACE) return untraced
-      return new Recorded(scope, current, name, kind, attributes, traceId, undefined, undefined)
+      return new Recorded(scope, name, kind, attributes, traceId, undefined)
     }
     const traceId = traceIdNew()
     const decision = sampler.shouldSample(ROOT_CONTEXT, traceId, name, kind, attributes, [])
     if (decision.decision === SamplingDecision.NOT_RECORD) return untraced
-    return new Recorded(scope, current, name, kind, attributes, traceId, undefined, undefined)
+    return new Recorded(scope, name, kind, attributes, traceId, undefined)
   }
 
   return {
@@ -236,6 +225,8 @@ interface Scope {
   resource: Resource
   instrumentationScope: { name: string }
   processor: BatchSpanProcessor
+  /** The current span: only a sampled one is ever entered. */
+  current: AsyncLocalStorage<Recorded>
 }
 
 const NO_LINKS: ReadableSpan['links'] = []
@@ -261,33 +252,27 @@ class Recorded implements SpanHandle, ReadableSpan {
   name: string
   readonly kind: OtelKind
   readonly attributes: SpanAttributes
-  readonly traceId: string
-  readonly traceState: TraceState | undefined
   private readonly scope: Scope
-  private readonly current: AsyncLocalStorage<Recorded>
   private readonly started = performance.now()
   private ended_: number | undefined
   private traceparent_: string | undefined
 
+  /** In `traceId`, under `parent` (a caller's span, or the current one; none for a root), whose tracestate it carries on. */
   constructor(
     scope: Scope,
-    current: AsyncLocalStorage<Recorded>,
     name: string,
     kind: OtelKind,
     attributes: SpanAttributes,
     traceId: string,
     parent: SpanContext | undefined,
-    traceState: TraceState | undefined,
   ) {
     this.scope = scope
-    this.current = current
     this.name = name
     this.kind = kind
     // Its own copy: update() adds to it.
     this.attributes = { ...attributes }
-    this.traceId = traceId
-    this.traceState = traceState
     this.parentSpanContext = parent
+    const traceState = parent?.traceState
     this.context = {
       traceId,
       spanId: spanIdNew(),
@@ -300,13 +285,15 @@ class Recorded implements SpanHandle, ReadableSpan {
     // A request's span is run from several of its hooks (tracing.ts, traceRequests); from those
     // that already run in it (a hook called back synchronously by the one before), entering it
     // again would change nothing and is skipped.
-    return this.current.getStore() === this ? fn() : this.current.run(this, fn)
+    const { current } = this.scope
+    return current.getStore() === this ? fn() : current.run(this, fn)
   }
 
   headers(): Record<string, string> {
-    this.traceparent_ ??= `00-${this.traceId}-${this.context.spanId}-01`
-    return this.traceState
-      ? { traceparent: this.traceparent_, tracestate: this.traceState.serialize() }
+    const { traceId, spanId, traceState } = this.context
+    this.traceparent_ ??= `00-${traceId}-${spanId}-01`
+    return traceState
+      ? { traceparent: this.traceparent_, tracestate: traceState.serialize() }
       : { traceparent: this.traceparent_ }
   }
 
