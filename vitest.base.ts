@@ -14,12 +14,21 @@ export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     exclude: ['**/node_modules/**', '**/dist/**', ...(integration ? [] : ['**/*.int.test.ts'])],
+    // Test files share their worker's module cache instead of importing everything again each
+    // (vitest's `isolate`): importing took more of the suite's CPU than most tests did. Files
+    // must not lean on module state another file left (docs/decisions.md, "Test files share
+    // their worker's modules").
+    isolate: false,
     // Integration tests run three packages and three e2e files at a time on two cores (npm test):
     // a test that takes 15-20 s alone can pass 30 s there.
     testTimeout: integration ? 90_000 : 30_000,
     hookTimeout: integration ? 120_000 : 60_000,
     // A longer default bound for vi.waitFor (see the file).
-    setupFiles: [fileURLToPath(new URL('./vitest.setup.ts', import.meta.url))],
+    // Integration files: each also gets private servers of its own again (vitest.setup.int.ts).
+    setupFiles: [
+      fileURLToPath(new URL('./vitest.setup.ts', import.meta.url)),
+      ...(integration ? [fileURLToPath(new URL('./vitest.setup.int.ts', import.meta.url))] : []),
+    ],
     reporters: [
       'default',
       ['json', { outputFile: `.test-results/${integration ? 'int' : 'unit'}.json` }],

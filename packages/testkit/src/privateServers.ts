@@ -67,13 +67,33 @@ export async function startPrivateServer(kind: PrivateKind): Promise<string | un
   // The server in the background; the shell polls the test process once a second and, when it
   // is gone, stops the server and removes its folder.
   const quoted = [bin, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
-  const script = `${quoted} >/dev/null 2>&1 & s=$!; trap 'kill $s 2>/dev/null; wait $s 2>/dev/null; rm -rf '"'${dir}'"'' EXIT; while kill -0 ${process.pid} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 1; done`
+  const script = `${quoted} >/dev/null 2>&1 & s=$!; trap 'kill $s 2>/dev/null; wait $s 2>/dev/null; rm -rf '"'${dir}'"'' EXIT; trap 'exit 0' TERM; while kill -0 ${process.pid} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 1; done`
   const watcher = spawn('bash', ['-c', script], { stdio: 'ignore', detached: true })
   watcher.unref()
+  if (watcher.pid !== undefined) watchers.add(watcher.pid)
   const deadline = Date.now() + 15_000
   while (Date.now() < deadline) {
     if (await accepts(port)) return `${kind}://127.0.0.1:${port}`
     await new Promise((r) => setTimeout(r, 25))
   }
   throw new Error(`${BINARIES[kind]} did not listen on 127.0.0.1:${port} within 15 s`)
+}
+
+/** The watching shells of the servers this process started and has not stopped. */
+const watchers = new Set<number>()
+
+/**
+ * Stops every private server this process started: its watching shell is sent SIGTERM, on which
+ * its EXIT trap stops the server and removes its folder. For test files that share a worker
+ * (vitest's `isolate: false`): the next file starts servers of its own.
+ */
+export function stopPrivateServers(): void {
+  for (const pid of watchers) {
+    try {
+      process.kill(pid, 'SIGTERM')
+    } catch {
+      // already gone
+    }
+  }
+  watchers.clear()
 }

@@ -1,5 +1,5 @@
 import { GenericContainer, type StartedTestContainer } from 'testcontainers'
-import { startPrivateServer } from './privateServers.ts'
+import { startPrivateServer, stopPrivateServers } from './privateServers.ts'
 
 /**
  * Real servers for tests. A URL from the environment wins (CI sets NATS_URL and REDIS_URL
@@ -62,6 +62,17 @@ export function redisUrl(): Promise<string> {
     (url) => url ?? fromEnvOrContainer('REDIS_URL', 'redis:7-alpine', 6379, 'redis'),
   )
   return redis
+}
+
+/**
+ * For test files that share a worker's modules (vitest's `isolate: false`, vitest.setup.int.ts):
+ * the private NATS and Redis of the file before are stopped, and the next call of natsUrl or
+ * redisUrl starts new ones, so that no file sees another's streams, consumers or keys.
+ */
+export function forgetPrivateServers(): void {
+  stopPrivateServers()
+  nats = undefined
+  redis = undefined
 }
 
 let mongo: Promise<string | null> | undefined
