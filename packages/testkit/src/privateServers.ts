@@ -8,9 +8,11 @@ import { freePort } from './processes.ts'
 /**
  * Private servers for test files that run side by side. With PM_TEST_PRIVATE_SERVERS=1 (set by
  * `npm test`, whose integration files run concurrently) and the binary installed, each test
- * file (each vitest module graph) gets its own `nats-server -js` or `redis-server` on a free
- * loopback port: files then share no JetStream stream, durable consumer or Redis key. Otherwise
- * (a single file run by hand, no binary) undefined: the caller uses NATS_URL / REDIS_URL.
+ * file gets its own `nats-server -js` or `redis-server` on a free loopback port: files then
+ * share no JetStream stream, durable consumer or Redis key (files that run one after another in
+ * a worker share its modules: vitest.setup.int.ts stops the servers of the file before).
+ * Otherwise (a single file run by hand, no binary) undefined: the caller uses NATS_URL /
+ * REDIS_URL.
  *
  * A server lives as long as the process that started it: a small shell watches that process
  * and stops the server when it is gone, so a killed test worker leaves nothing behind.
