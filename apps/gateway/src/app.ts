@@ -232,7 +232,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
 
   app.addHook('onResponse', async (request, reply) => limits.settle(request, reply.statusCode))
 
-  await app.register(proxy, proxyOptions(config, upstreams))
+  await app.register(proxy, proxyOptions(config, upstreams, tracing))
   await docsRoutes(app, scalarDir())
   await dashboardRoutes(app, dashboardDir(config.DASHBOARD_DIR))
 

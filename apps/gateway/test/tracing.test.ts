@@ -14,7 +14,7 @@ const clientHeaders = (flags: string) => ({
 
 /** The headers the gateway sends its upstream for a request, in the trace `tracing` decided. */
 async function upstreamHeaders(tracing: Tracing, client: Record<string, string>) {
-  const rewrite = proxyOptions(config, new Upstreams(config)).replyOptions?.rewriteRequestHeaders
+  const rewrite = proxyOptions(config, new Upstreams(config), tracing).replyOptions?.rewriteRequestHeaders
   if (!rewrite) throw new Error('no rewriteRequestHeaders')
   // The request's server span, as kit's traceRequests starts it at the gateway (a root there)
   // and keeps it on the request where it records.
@@ -64,14 +64,18 @@ afterAll(async () => {
 })
 
 describe('traces start at the gateway: what the upstream is sent', () => {
-  it('a request the sampler drops: no traceparent goes on, a client’s unsampled one included', async () => {
+  it('a request the sampler drops: an unsampled traceparent of its own goes on (flags 00, fresh ids), nothing of a client’s', async () => {
     const tracing = await tracingAt(0)
     const own = await upstreamHeaders(tracing, { host: 'gateway' })
     expect(own.recording).toBe(false)
-    expect(own.headers.traceparent).toBeUndefined()
+    expect(own.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+    const again = await upstreamHeaders(tracing, { host: 'gateway' })
+    expect(again.headers.traceparent?.slice(3, 35)).not.toBe(own.headers.traceparent?.slice(3, 35))
     const client = await upstreamHeaders(tracing, clientHeaders('00'))
     expect(client.recording).toBe(false)
-    expect(client.headers).not.toHaveProperty('traceparent')
+    expect(client.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+    expect(client.headers.traceparent).not.toContain(TRACE)
+    expect(client.headers.traceparent).not.toContain('b7ad6b7169203331')
     expect(client.headers).not.toHaveProperty('tracestate')
     expect(client.updates).toEqual([])
     expect(client.headers['x-request-id']).toBe('req-1')
@@ -98,7 +102,7 @@ describe('traces start at the gateway: what the upstream is sent', () => {
     expect(root.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
   })
 
-  it('with tracing off too, and a tracestate sent alone: a client’s trace context goes no further', () => {
+  it('with tracing off, and a tracestate sent alone: a client’s trace context goes no further, and none is made', () => {
     const rewrite = proxyOptions(config, new Upstreams(config)).replyOptions?.rewriteRequestHeaders
     if (!rewrite) throw new Error('no rewriteRequestHeaders')
     const request = { id: 'req-2', ip: '203.0.113.9', contextToken: null, peekedLength: null }

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createOtelTracing, ratioKeeps, samplerFor } from './otel.ts'
+import { createOtelTracing, notSampled, ratioKeeps, samplerFor } from './otel.ts'
 import { loadOperatingSettings } from './server.ts'
 import { type Tracing, tracingFor, traceMethods } from './tracing.ts'
 
@@ -236,6 +236,44 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
     await tracing.shutdown()
   })
 
+  it('an unsampled traceparent behind the gateway: not traced whatever the sampler; at a root the sampler still decides', async () => {
+    const { exporter, tracing } = tracingWith('always_on', 1)
+    const sent = tracing.unsampled()
+    expect(Object.keys(sent)).toEqual(['traceparent'])
+    expect(sent.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+    expect(sent.traceparent).not.toContain('0'.repeat(16))
+    expect(tracing.unsampled().traceparent).not.toBe(sent.traceparent)
+    // A service behind the gateway, always_on or not: the trace was decided where it started.
+    const behind = tracing.start('POST /render', { kind: 'server', parent: sent })
+    expect(behind.recording).toBe(false)
+    expect(behind.run(() => tracing.headers())).toEqual({})
+    // Any version-00 header whose sampled bit is clear (flags 02 too).
+    expect(
+      tracing.start('x', { parent: { traceparent: `00-${TRACE_LOW}-00000000000000aa-02` } }).recording,
+    ).toBe(false)
+    // The sampled bit set, or another version: read by the propagator as before.
+    const sampled = tracing.start('x', { parent: { traceparent: `00-${TRACE_LOW}-00000000000000aa-03` } })
+    expect(sampled.recording).toBe(true)
+    sampled.end()
+    // A root (the gateway, a webhook worker's delivery): the sampler decides, always_on records.
+    const root = tracing.start('GET /x', { kind: 'server', parent: sent, root: true })
+    expect(root.recording).toBe(true)
+    root.end()
+    await tracing.shutdown()
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['x', 'GET /x'])
+  })
+
+  it('notSampled reads the flags of a version-00 traceparent only', () => {
+    expect(notSampled(`00-${TRACE_LOW}-00000000000000aa-00`)).toBe(true)
+    expect(notSampled(`00-${TRACE_LOW}-00000000000000aa-fe`)).toBe(true)
+    expect(notSampled(`00-${TRACE_LOW}-00000000000000aa-01`)).toBe(false)
+    expect(notSampled(`00-${TRACE_LOW}-00000000000000aa-ff`)).toBe(false)
+    expect(notSampled(`01-${TRACE_LOW}-00000000000000aa-00`)).toBe(false)
+    expect(notSampled(`00-${TRACE_LOW}-00000000000000aa-00-more`)).toBe(false)
+    expect(notSampled([`00-${TRACE_LOW}-00000000000000aa-00`])).toBe(false)
+    expect(notSampled(undefined)).toBe(false)
+  })
+
   it('a caller’s traceparent is read by the W3C propagator', async () => {
     const { tracing } = tracingWith('parentbased_always_on', 1)
     // A later version with more fields, flags 00: the propagator reads it, the trace is dropped.
@@ -351,11 +389,13 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
     expect([word(bound - 1), word(bound)].map(quarter)).toEqual([true, false])
   })
 
-  it('traceidratio (not parent-based) decides a caller’s trace by its id, flags aside', async () => {
+  it('traceidratio (not parent-based) decides a caller’s trace by its id, flags aside, where a trace may start', async () => {
     const { tracing } = tracingWith('traceidratio', 0.1)
+    // Unsampled: only a root asks the sampler (behind the gateway it is not traced, above).
     const low = tracing.start('a', {
       kind: 'server',
       parent: { traceparent: `00-${TRACE_LOW}-00000000000000aa-00` },
+      root: true,
     })
     const high = tracing.start('b', {
       kind: 'server',

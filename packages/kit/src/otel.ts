@@ -83,6 +83,19 @@ export function ratioKeeps(ratio: number): (id: Buffer) => boolean {
     (id.readUInt32BE(0) ^ id.readUInt32BE(4) ^ id.readUInt32BE(8) ^ id.readUInt32BE(12)) >>> 0 < bound
 }
 
+/**
+ * A version-00 `traceparent` (55 characters) whose flags say not sampled. Only the flags are
+ * read: whatever else is wrong with it, such a header starts no trace behind the gateway either.
+ */
+export function notSampled(traceparent: string | string[] | undefined): boolean {
+  return (
+    typeof traceparent === 'string' &&
+    traceparent.length === 55 &&
+    traceparent.startsWith('00-') &&
+    (Number.parseInt(traceparent.slice(53), 16) & 1) === 0
+  )
+}
+
 /** The sampler OTEL_TRACES_SAMPLER names (OTEL_TRACES_SAMPLER_ARG: the ratio). */
 export function samplerFor(name: TracesSampler, ratio: number): Sampler {
   const root = name.endsWith('always_on')
@@ -160,6 +173,9 @@ export function createOtelTracing(opts: {
       return rootSpan(name, kind, attributes)
     }
     const traceparent = getter.get(o.parent, 'traceparent')
+    // A trace not sampled where it started (the gateway sends one with each request it does not
+    // trace, Tracing.unsampled): nothing to read or decide behind it.
+    if (!o.root && notSampled(traceparent)) return untraced
     if (traceparent !== undefined) {
       // Only where a caller sent one (a traced request's hops, a traced message): read by the W3C
       // propagator, decided by the sampler (the parent-based ones follow the caller's flags).
@@ -213,6 +229,7 @@ export function createOtelTracing(opts: {
       }
     },
     headers: () => current.getStore()?.headers() ?? {},
+    unsampled: () => ({ traceparent: `00-${traceIdNew()}-${spanIdNew()}-00` }),
     shutdown: async () => {
       await processor.shutdown()
       current.disable()

@@ -21,7 +21,11 @@ export interface SpanHandle {
 
 export interface SpanOptions {
   kind?: SpanKind
-  /** Incoming headers: the span continues their trace. Else: a child of the current span. */
+  /**
+   * Incoming headers: the span continues their trace. Else: a child of the current span. A
+   * `traceparent` whose flags say not sampled is not traced where the span is no root, whatever
+   * the sampler: a trace is decided once, where it starts (the gateway).
+   */
   parent?: Carrier
   /**
    * Where there is no trace to continue (no valid `traceparent` in `parent`, no current span):
@@ -39,6 +43,12 @@ export interface Tracing {
   span<T>(name: string, fn: () => Promise<T>, opts?: SpanOptions): Promise<T>
   /** traceparent / tracestate of the current span ({} outside any span). */
   headers(): Record<string, string>
+  /**
+   * A W3C `traceparent` of a trace not sampled (fresh ids, flags 00): what the gateway sends on
+   * with a request it does not trace, so that the services behind it get the same headers with
+   * every request; they trace none of them (SpanOptions.parent).
+   */
+  unsampled(): Record<string, string>
   /** Sends what is buffered and stops. */
   shutdown(): Promise<void>
 }
