@@ -148,9 +148,10 @@ export function createOtelTracing(opts: {
   /**
    * Every span this process does not trace: a trace the sampler dropped, and anything outside a
    * traced request that is not a root of its own (SpanOptions.root). Nothing is started, entered,
-   * recorded or sent on: a dropped trace is not propagated, and the services behind the gateway
-   * trace only what comes with a sampled `traceparent`, so that no service downstream starts a
-   * trace of its own for it either (docs/decisions.md, "Traces start at the gateway").
+   * recorded or sent on by it (the gateway's proxy sends `unsampled()` instead), and the services
+   * behind the gateway trace only what comes with a sampled `traceparent`, so that no service
+   * downstream starts a trace of its own for it either (docs/decisions.md, "Traces start at the
+   * gateway", "A trace not sampled is sent on").
    */
   const untraced: SpanHandle = {
     recording: false,

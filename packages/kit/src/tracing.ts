@@ -53,14 +53,15 @@ declare module 'fastify' {
  * A server span per request, continuing the caller's `traceparent` where the sampler keeps it,
  * or at the service where requests come in from outside (`roots`: the gateway) starting a trace
  * as the sampler decides. A request not traced (the sampler dropped it, or a service behind the
- * gateway got no sampled traceparent) costs its service a header look-up and, at the gateway,
- * the decision: nothing is entered or sent on. For a traced one, the rest of the request
- * (hooks, handler, store calls, outgoing calls) runs with its span as the current span. Body
- * parsing can run from socket events, outside that context, so it is entered again before the
- * preHandler hooks and the handler (validation and the routes' preValidation hooks, which start
- * no span, are left out: one hook less a request); a span's `run` enters only where its context
- * is not already the current one, so where it still is (on Node 24 a POST over a socket, a
- * 200 KB body included, found it current) that costs a look-up.
+ * gateway got no sampled traceparent) costs its service a look at the header's flags and, at the
+ * gateway, the decision (and the unsampled header its proxy sends on): nothing is entered. For
+ * a traced one, the rest of the request (hooks, handler, store calls, outgoing calls) runs with
+ * its span as the current span. Body parsing can run from socket events, outside that
+ * context, so it is entered again before the preHandler hooks and the handler (validation and
+ * the routes' preValidation hooks, which start no span, are left out: one hook less a request);
+ * a span's `run` enters only where its context is not already the current one, so where it
+ * still is (on Node 24 a POST over a socket, a 200 KB body included, found it current) that
+ * costs a look-up.
  */
 export function traceRequests(
   app: FastifyInstance,
