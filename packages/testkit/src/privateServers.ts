@@ -56,6 +56,9 @@ export function privateServersAvailable(): boolean {
   return privateServersWanted() && Object.values(BINARIES).every((name) => findBinary(name) !== undefined)
 }
 
+/** The watching shells of the servers this process started and has not stopped. */
+const watchers = new Set<number>()
+
 export async function startPrivateServer(kind: PrivateKind): Promise<string | undefined> {
   if (!privateServersWanted()) return undefined
   const bin = findBinary(BINARIES[kind])
@@ -67,7 +70,8 @@ export async function startPrivateServer(kind: PrivateKind): Promise<string | un
       ? ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir]
       : ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir]
   // The server in the background; the shell polls the test process once a second and, when it
-  // is gone, stops the server and removes its folder.
+  // is gone or the shell is sent SIGTERM (stopPrivateServers), stops the server and removes its
+  // folder.
   const quoted = [bin, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
   const script = `${quoted} >/dev/null 2>&1 & s=$!; trap 'kill $s 2>/dev/null; wait $s 2>/dev/null; rm -rf '"'${dir}'"'' EXIT; trap 'exit 0' TERM; while kill -0 ${process.pid} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 1; done`
   const watcher = spawn('bash', ['-c', script], { stdio: 'ignore', detached: true })
@@ -80,9 +84,6 @@ export async function startPrivateServer(kind: PrivateKind): Promise<string | un
   }
   throw new Error(`${BINARIES[kind]} did not listen on 127.0.0.1:${port} within 15 s`)
 }
-
-/** The watching shells of the servers this process started and has not stopped. */
-const watchers = new Set<number>()
 
 /**
  * Stops every private server this process started: its watching shell is sent SIGTERM, on which
