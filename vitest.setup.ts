@@ -7,4 +7,7 @@ import { vi } from 'vitest'
 // keeps it.
 const waitFor = vi.waitFor.bind(vi)
 vi.waitFor = ((callback, options) =>
-  waitFor(callback, typeof options === 'number' ? options : { timeout: 15_000, ...options })) as typeof vi.waitFor
+  waitFor(
+    callback,
+    typeof options === 'number' ? options : { timeout: 15_000, ...options },
+  )) as typeof vi.waitFor

@@ -35,7 +35,6 @@ export function MessagesEditor({
           const n = i + 1
           const id = `${base}-${i}`
           return (
-            // biome-ignore lint/suspicious/noArrayIndexKey: messages are identified by their position
             <li key={i} className="message">
               <div className="message-head">
                 {isPlaceholder(m) ? (
@@ -134,7 +133,6 @@ export function RenderedMessages({ messages }: { messages: readonly { role: stri
   return (
     <ol className="rendered-messages">
       {messages.map((m, i) => (
-        // biome-ignore lint/suspicious/noArrayIndexKey: rendered messages have no identity but their order
         <li key={i}>
           <span className="badge">{m.role}</span>
           <pre className="rendered">{m.content}</pre>

@@ -1,4 +1,4 @@
-import { AppError, type Variable } from '@pm/contracts'
+import type { Variable } from '@pm/contracts'
 import { type CompiledTemplate, compileTemplate, utf8Length } from './compile.ts'
 import { compileLogicOrFlat, renderLogic } from './logic.ts'
 import { formatValue, type RenderMode, renderTooLarge } from './values.ts'

@@ -118,7 +118,6 @@ function Snapshot({ version }: { version: PromptVersion }) {
           <h3 className="small">Messages</h3>
           <ol className="plain">
             {version.messages.map((m, i) => (
-              // biome-ignore lint/suspicious/noArrayIndexKey: messages are identified by their position
               <li key={i}>
                 {isPlaceholder(m) ? (
                   <span className="mono">[placeholder {m.name}]</span>
