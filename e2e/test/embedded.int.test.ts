@@ -15,10 +15,12 @@ describe('embedded default: one process, SQLite, in-process events, in-memory li
     dataDir = mkdtempSync(join(tmpdir(), 'pm-embedded-'))
     const port = await freePort()
     base = `http://127.0.0.1:${port}`
-    // No NATS_URL, REDIS_URL or MONGO_URL: nothing external.
+    // No NATS_URL, REDIS_URL or MONGO_URL: nothing external. Every route's schemas compile before
+    // the process is ready (a schema that does not compile fails this start).
     proc = startProcess('embedded', join(REPO_ROOT, 'apps/embedded/src/main.ts'), {
       PORT: String(port),
       DATA_DIR: dataDir,
+      SCHEMA_COMPILE: 'eager',
       BOOTSTRAP_ADMIN_EMAIL: ADMIN.email,
       BOOTSTRAP_ADMIN_PASSWORD: ADMIN.password,
       BOOTSTRAP_ORG_NAME: ADMIN.org,

@@ -50,6 +50,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
   const app = createService({
     name: 'experiments',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },

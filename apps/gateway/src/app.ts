@@ -130,6 +130,7 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
   const app = createService({
     name: 'gateway',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     requireContext: false,

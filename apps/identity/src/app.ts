@@ -57,6 +57,7 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
   const app = createService({
     name: 'identity',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },

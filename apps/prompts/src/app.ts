@@ -71,6 +71,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   const app = createService({
     name: 'prompts',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },

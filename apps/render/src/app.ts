@@ -42,6 +42,7 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
   const app = createService({
     name: 'render',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { prompts: () => resolver.check(), bus: () => bus.check() },

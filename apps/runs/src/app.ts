@@ -65,6 +65,7 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
   const app = createService({
     name: 'runs',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check() },

@@ -74,6 +74,7 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
   const app = createService({
     name: 'webhooks',
     logLevel: config.LOG_LEVEL,
+    compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
     readiness: { store: () => store.check(), bus: () => bus.check() },

@@ -20,7 +20,7 @@ describe('layer rules', () => {
   const tag = `zz-layers-${process.pid}`
   const pkgDir = join(ROOT, 'packages', tag)
   const appDir = join(ROOT, 'apps', tag)
-  const planted: Record<string, [file: string, text: string]> = {
+  const planted = {
     cycleA: [
       join(pkgDir, 'src/cycle-a.ts'),
       "import type { B } from './cycle-b.ts'\nexport type A = { b?: B }\n",
@@ -45,7 +45,7 @@ describe('layer rules', () => {
       join(appDir, 'src/routes/fine.ts'),
       "import type { PromptsDeps } from '../deps.ts'\nexport type Y = PromptsDeps\n",
     ],
-  }
+  } satisfies Record<string, [file: string, text: string]>
   /** Biome's exit code, and each planted file's diagnostics ("<rule>: <message>" lines). */
   let code = 0
   const found = new Map<string, string[]>()

@@ -116,6 +116,20 @@ export function runService<C extends ProcessSettings>(
   })
 }
 
+/** The operating settings' schema (a constant: loadConfig compiles each schema once). */
+const OperatingSettingsSchema = Type.Object({
+  METRICS_PORT: commonSettings.METRICS_PORT,
+  SHUTDOWN_TIMEOUT_MS: commonSettings.SHUTDOWN_TIMEOUT_MS,
+  HOST: commonSettings.HOST,
+  OTEL_EXPORTER_OTLP_ENDPOINT: commonSettings.OTEL_EXPORTER_OTLP_ENDPOINT,
+  OTEL_EXPORTER_OTLP_PROTOCOL: commonSettings.OTEL_EXPORTER_OTLP_PROTOCOL,
+  OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,
+  OTEL_TRACES_SAMPLER: commonSettings.OTEL_TRACES_SAMPLER,
+  OTEL_TRACES_SAMPLER_ARG: commonSettings.OTEL_TRACES_SAMPLER_ARG,
+  OTEL_BSP_SCHEDULE_DELAY: commonSettings.OTEL_BSP_SCHEDULE_DELAY,
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: commonSettings.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+})
+
 /** METRICS_PORT, HOST and the OTEL settings alone, for a launcher that runs several services (the embedded default). */
 export function loadOperatingSettings(env?: Record<string, string | undefined>): {
   METRICS_PORT?: number | undefined
@@ -129,19 +143,5 @@ export function loadOperatingSettings(env?: Record<string, string | undefined>):
   OTEL_BSP_SCHEDULE_DELAY?: number | undefined
   OTEL_BSP_MAX_EXPORT_BATCH_SIZE?: number | undefined
 } {
-  return loadConfig(
-    Type.Object({
-      METRICS_PORT: commonSettings.METRICS_PORT,
-      SHUTDOWN_TIMEOUT_MS: commonSettings.SHUTDOWN_TIMEOUT_MS,
-      HOST: commonSettings.HOST,
-      OTEL_EXPORTER_OTLP_ENDPOINT: commonSettings.OTEL_EXPORTER_OTLP_ENDPOINT,
-      OTEL_EXPORTER_OTLP_PROTOCOL: commonSettings.OTEL_EXPORTER_OTLP_PROTOCOL,
-      OTEL_SERVICE_NAME: commonSettings.OTEL_SERVICE_NAME,
-      OTEL_TRACES_SAMPLER: commonSettings.OTEL_TRACES_SAMPLER,
-      OTEL_TRACES_SAMPLER_ARG: commonSettings.OTEL_TRACES_SAMPLER_ARG,
-      OTEL_BSP_SCHEDULE_DELAY: commonSettings.OTEL_BSP_SCHEDULE_DELAY,
-      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: commonSettings.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
-    }),
-    env,
-  )
+  return loadConfig(OperatingSettingsSchema, env)
 }

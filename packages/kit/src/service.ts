@@ -8,7 +8,6 @@ import {
   type ErrorCode,
   isErrorCode,
 } from '@pm/contracts'
-import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, {
   LogController,
@@ -21,6 +20,7 @@ import { destination } from 'pino'
 import { parseJsonBody } from './body.ts'
 import { ContextVerifier } from './context.ts'
 import { type Metrics, observeRequests } from './metrics.ts'
+import { type SchemaCompilers, schemaCompilers } from './schemaCompilers.ts'
 import { type Tracing, traceRequests } from './tracing.ts'
 
 declare module 'fastify' {
@@ -39,6 +39,12 @@ export type ReadinessCheck = () => Promise<void> | void
 export interface ServiceOptions {
   name: string
   logLevel?: string
+  /**
+   * When the routes' schemas compile (SCHEMA_COMPILE): 'lazy' (the default), on each route's
+   * first request; 'eager', every one before the service is ready, as a start that fails on a
+   * schema that does not compile and a first request with nothing left to compile.
+   */
+  compileSchemas?: 'lazy' | 'eager'
   /** Shared secret that signs the caller context. */
   internalSecret: string
   /** Log destination override (tests read the log lines). */
@@ -217,31 +223,18 @@ export function toErrorResponse(
   return { status: 500, body: errorBody('INTERNAL_ERROR', 'internal error', requestId) }
 }
 
-type Serializer = (doc: unknown) => string
-const compileSerializers = SerializerSelector()
-/** Response serializers by the shared schemas they were compiled with, then by response schema. */
-const serializers = new Map<string, Map<string, Serializer>>()
+/** Each instance's schema compilers, for compileSchemasNow. */
+const compilersOf = new WeakMap<object, SchemaCompilers>()
 
 /**
- * Fastify's own response serializers (fast-json-stringify), compiled once per process for each
- * response schema rather than once per route of each instance: compiling them was about two
- * thirds of building a service, paid again by every instance a process builds (the embedded
- * default's five services share the contract schemas; a unit test builds one per test). A
- * serializer depends only on its schema and the shared schemas (the key); both are JSON.
+ * Compiles every schema of the instance's routes that no request has compiled yet (they compile
+ * on a route's first use: schemaCompilers.ts); answers how many. A schema that does not compile
+ * throws here. Call it after `ready()`.
  */
-function buildSerializer(externalSchemas?: unknown, options?: object) {
-  const compile = compileSerializers(externalSchemas, options)
-  const key = JSON.stringify({ externalSchemas, options })
-  const cache = serializers.get(key) ?? new Map<string, Serializer>()
-  serializers.set(key, cache)
-  return (route: Parameters<typeof compile>[0]): Serializer => {
-    const schemaKey = JSON.stringify(route.schema)
-    const known = cache.get(schemaKey)
-    if (known) return known
-    const serializer = compile(route)
-    cache.set(schemaKey, serializer)
-    return serializer
-  }
+export function compileSchemasNow(app: object): number {
+  const compilers = compilersOf.get(app)
+  if (!compilers) throw new Error('not an instance made by createService')
+  return compilers.compileNow()
 }
 
 /**
@@ -251,6 +244,7 @@ function buildSerializer(externalSchemas?: unknown, options?: object) {
  */
 export function createService(opts: ServiceOptions): Service {
   const stdout = opts.logStream ? null : logDestination()
+  const compilers = schemaCompilers()
   const app = Fastify({
     logger: {
       level: opts.logLevel ?? 'info',
@@ -265,11 +259,26 @@ export function createService(opts: ServiceOptions): Service {
       customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false },
     },
     return503OnClosing: true,
-    schemaController: { compilersFactory: { buildSerializer } },
+    schemaController: {
+      compilersFactory: {
+        buildValidator: compilers.buildValidator,
+        buildSerializer: compilers.buildSerializer,
+      },
+    },
     ...(opts.https ? { https: opts.https } : {}),
     ...(opts.trustProxy ? { trustProxy: opts.trustProxy } : {}),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as Service
 
+  compilersOf.set(app, compilers)
+  if (opts.compileSchemas === 'eager')
+    app.addHook('onReady', (done) => {
+      try {
+        compilers.compileNow()
+        done()
+      } catch (err) {
+        done(err as Error)
+      }
+    })
   for (const schema of ALL_SCHEMAS) app.addSchema(schema)
 
   // Bodies are JSON (or, on the CSV import, multipart); Fastify's text/plain parser would hand a

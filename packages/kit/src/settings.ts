@@ -24,6 +24,11 @@ export const commonSettings = {
     { default: 'info' },
   ),
   HOST: Type.String({ default: '0.0.0.0' }),
+  /**
+   * When the routes' request and response schemas compile: lazy (the default), on each route's
+   * first request; eager, all before the service is ready (a slower start, no first-request cost).
+   */
+  SCHEMA_COMPILE: Type.Union([Type.Literal('lazy'), Type.Literal('eager')], { default: 'lazy' }),
   /** Serves Prometheus metrics at GET /metrics on this port (never the API's); off when unset. */
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
   /**
