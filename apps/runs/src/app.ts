@@ -103,8 +103,18 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
       },
       (err: unknown) => app.log.error({ err }, 'deleting old runs failed'),
     )
+  // The provider SDKs load in the background on the service's first request (the dashboard lists
+  // connections before anyone runs), not at start: loading them costs about 0.7 s of CPU, which
+  // every start paid, the embedded default's included, for a feature many never use.
+  let preloaded = false
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!preloaded && !request.url.startsWith('/health')) {
+      preloaded = true
+      preloadProviders()
+    }
+    done()
+  })
   app.addHook('onReady', async () => {
-    preloadProviders()
     await prune()
     pruner = setInterval(prune, PRUNE_EVERY_MS)
     pruner.unref()

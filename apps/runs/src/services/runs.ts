@@ -66,7 +66,7 @@ async function adapterFor(
   return new (await loadOpenAI()).OpenAIAdapter(target)
 }
 
-/** Loads the SDKs in the background once the service is up, so that the first run does not wait. */
+/** Loads the SDKs in the background (on the service's first request), so that the first run does not wait. */
 export function preloadProviders(): void {
   loadOpenAI().catch(() => {})
   loadAnthropic().catch(() => {})
