@@ -15,6 +15,10 @@ import { type SerializerFactory, SerializerSelector } from '@fastify/fast-json-s
  * Both caches are Fastify's pools, keyed by the shared schemas and options: the embedded
  * default's services and a unit test's many apps use one Ajv and reuse compiled serializers
  * (fast-json-stringify compiles each response schema once per process here).
+ *
+ * With a validator compiler of its own, Fastify hands a route's `headers` schema over as written,
+ * without lowercasing its property names: a route that declares headers names them in lowercase,
+ * as Node gives them (no route declares any today).
  */
 
 type Validator = ((data: unknown, dataCxt?: object) => unknown) & { errors?: unknown; schemaEnv?: unknown }
