@@ -72,6 +72,31 @@ describe("routes' schemas compile on first use", () => {
   })
 })
 
+describe('a shared schema used whole by one route and by reference by another', () => {
+  it('serves both, whichever is asked first', async () => {
+    const Thing = Type.Object({ name: Type.String() }, { $id: 'LazyThing' })
+    for (const first of ['/whole', '/ref']) {
+      const app = createService({ name: 'order-test', internalSecret: secret, logStream: quiet() })
+      app.addSchema(Thing)
+      app.get('/whole', { schema: { response: { 200: Thing } } }, async () => ({ name: 'a', x: 1 }))
+      app.get(
+        '/ref',
+        { schema: { response: { 200: Type.Object({ thing: Type.Ref(Thing) }) } } },
+        async () => ({ thing: { name: 'b', x: 1 } }),
+      )
+      await app.ready()
+      // Compiling the schema with the $id first once dropped it from the shared schemas that
+      // later compiles resolve references in (fast-json-stringify-compiler shares its options).
+      for (const url of first === '/whole' ? ['/whole', '/ref'] : ['/ref', '/whole']) {
+        const res = await app.inject({ method: 'GET', url, headers })
+        expect(res.statusCode, `${first} first, then ${url}: ${res.body}`).toBe(200)
+        expect(res.json()).toEqual(url === '/whole' ? { name: 'a' } : { thing: { name: 'b' } })
+      }
+      await app.close()
+    }
+  })
+})
+
 describe('every public route declared in contracts', () => {
   it("has request and response schemas that compile (a service's first request could not)", async () => {
     const app = createService({ name: 'all-routes', internalSecret: secret, logStream: quiet() })

@@ -12,9 +12,9 @@ import { type SerializerFactory, SerializerSelector } from '@fastify/fast-json-s
  * in a unit test (`compileSchemasNow`), so a schema that does not compile fails there, not on a
  * user's first request.
  *
- * Both caches are Fastify's pools, keyed by the shared schemas and options: the embedded
- * default's services and a unit test's many apps use one Ajv and reuse compiled serializers
- * (fast-json-stringify compiles each response schema once per process here).
+ * The compilers are kept by the shared schemas and options (keyOf) for the whole process: the
+ * embedded default's services and a unit test's many apps use one Ajv and reuse compiled
+ * serializers (fast-json-stringify compiles each response schema once per process here).
  *
  * With a validator compiler of its own, Fastify hands a route's `headers` schema over as written,
  * without lowercasing its property names: a route that declares headers names them in lowercase,
@@ -26,10 +26,38 @@ type Serializer = (doc: unknown) => string
 /** What Fastify hands a compiler for each schema of a route (its types say the schema only). */
 type RouteSchema = { schema: unknown; method: string; url: string; httpPart?: string; httpStatus?: string }
 
-const validatorPools = AjvCompiler()
-const serializerPools = SerializerSelector()
-/** Response serializers by the shared schemas they were compiled with, then by response schema. */
-const serializers = new Map<string, Map<string, Serializer>>()
+type CompileValidator = (route: RouteSchema) => Validator
+type CompileSerializer = (route: RouteSchema) => Serializer
+
+/** Validator compilers (each with its Ajv) by shared schemas and options: keyOf. */
+const validatorCompilers = new Map<string, CompileValidator>()
+/** Serializer compilers and what they compiled, by response schema, by the same key. */
+const serializerCompilers = new Map<string, { compile: CompileSerializer; done: Map<string, Serializer> }>()
+
+const schemaIds = new WeakMap<object, number>()
+let lastSchemaId = 0
+
+/**
+ * The key of an instance's shared schemas and compiler options: each shared schema by its
+ * object's identity (the contract's schemas are module constants), the options as JSON. Fastify's
+ * pools key them by their JSON, which for the contract's schemas cost each instance about 35 ms.
+ */
+function keyOf(externalSchemas: unknown, options: unknown): string {
+  const parts: string[] = []
+  for (const [id, schema] of Object.entries((externalSchemas ?? {}) as Record<string, unknown>)) {
+    if (typeof schema !== 'object' || schema === null) {
+      parts.push(`${id}=${JSON.stringify(schema)}`)
+      continue
+    }
+    let n = schemaIds.get(schema)
+    if (n === undefined) {
+      n = ++lastSchemaId
+      schemaIds.set(schema, n)
+    }
+    parts.push(`${id}#${n}`)
+  }
+  return `${parts.join(',')}|${JSON.stringify(options ?? null)}`
+}
 
 export interface SchemaCompilers {
   buildValidator: ValidatorFactory
@@ -44,15 +72,21 @@ export function schemaCompilers(): SchemaCompilers {
   const pending = new Set<() => void>()
 
   const buildValidator = ((
-    externalSchemas: Parameters<typeof validatorPools>[0],
-    options: Parameters<typeof validatorPools>[1],
+    externalSchemas: Parameters<ReturnType<typeof AjvCompiler>>[0],
+    options: Parameters<ReturnType<typeof AjvCompiler>>[1],
   ) => {
-    const compile = validatorPools(externalSchemas, options) as unknown as (route: RouteSchema) => Validator
+    const key = keyOf(externalSchemas, options)
+    let compile = validatorCompilers.get(key)
+    if (!compile) {
+      compile = AjvCompiler()(externalSchemas, options) as unknown as CompileValidator
+      validatorCompilers.set(key, compile)
+    }
+    const compileRoute = compile
     return (route: RouteSchema): Validator => {
       let validate: Validator | undefined
       const ready = (): Validator => {
         if (!validate) {
-          validate = compile(route)
+          validate = compileRoute(route)
           pending.delete(ready)
         }
         return validate
@@ -72,10 +106,19 @@ export function schemaCompilers(): SchemaCompilers {
   }) as ValidatorFactory
 
   const buildSerializer: SerializerFactory = (externalSchemas, options) => {
-    const compile = serializerPools(externalSchemas, options) as unknown as (route: RouteSchema) => Serializer
-    const key = JSON.stringify({ externalSchemas, options })
-    const cache = serializers.get(key) ?? new Map<string, Serializer>()
-    serializers.set(key, cache)
+    const key = keyOf(externalSchemas, options)
+    let shared = serializerCompilers.get(key)
+    if (!shared) {
+      // A fresh factory for each schema: the factory's options are shared by what it compiles, and
+      // compiling a schema with an `$id` drops that id from their shared schemas, for every
+      // schema compiled after it (fast-json-stringify-compiler's responseSchemaCompiler).
+      const factory = SerializerSelector()
+      const compile: CompileSerializer = (route) =>
+        (factory(externalSchemas, options) as unknown as CompileSerializer)(route)
+      shared = { compile, done: new Map() }
+      serializerCompilers.set(key, shared)
+    }
+    const { compile, done: cache } = shared
     return ((route: RouteSchema) => {
       let serialize: Serializer | undefined
       const ready = (): Serializer => {
