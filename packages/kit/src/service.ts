@@ -271,13 +271,8 @@ export function createService(opts: ServiceOptions): Service {
 
   compilersOf.set(app, compilers)
   if (opts.compileSchemas === 'eager')
-    app.addHook('onReady', (done) => {
-      try {
-        compilers.compileNow()
-        done()
-      } catch (err) {
-        done(err as Error)
-      }
+    app.addHook('onReady', async () => {
+      compilers.compileNow()
     })
   for (const schema of ALL_SCHEMAS) app.addSchema(schema)
 
