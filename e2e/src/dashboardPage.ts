@@ -27,6 +27,12 @@ export const WIDTHS = [
 export const CONTEXT = { viewport: WIDTHS[0], locale: 'en-GB', timezoneId: 'UTC' }
 /** expect.poll with room for a loaded machine (its default gives up after 1 s). */
 export const SLOW = { timeout: 15_000, interval: 100 }
+/**
+ * The bound of each test in a browser file (its describe's `timeout`). Every step of a walk
+ * polls with its own bound (SLOW), so this one only catches a hang; a walk of about 20 s alone
+ * passed 120 s in a full `npm test` on a loaded 2-core machine (CI, 2026-11-28).
+ */
+export const WALK = 300_000
 /** Extra chromium flags that keep it from reaching out on its own (updates, sync, first-run). */
 export const QUIET = [
   '--disable-background-networking',

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
-import { launchChromium, QUIET, SHOTS } from '../src/dashboardPage.ts'
+import { launchChromium, QUIET, SHOTS, WALK } from '../src/dashboardPage.ts'
 import { ADMIN } from '../src/slice.ts'
 
 /**
@@ -14,7 +14,7 @@ import { ADMIN } from '../src/slice.ts'
  * aborted) and the console shows no error.
  */
 
-describe('the API reference page in a real browser', () => {
+describe('the API reference page in a real browser', { timeout: WALK }, () => {
   let proc: RunningProcess
   let base: string
   let dataDir: string
@@ -105,5 +105,5 @@ describe('the API reference page in a real browser', () => {
 
     expect(elsewhere).toEqual([])
     expect(consoleErrors).toEqual([])
-  }, 120_000)
+  })
 })

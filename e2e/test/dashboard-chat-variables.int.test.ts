@@ -8,6 +8,7 @@ import {
   screenshots,
   signIn,
   startService,
+  WALK,
 } from '../src/dashboardPage.ts'
 import { login } from '../src/prompts.ts'
 
@@ -16,7 +17,7 @@ import { login } from '../src/prompts.ts'
  * name is a used variable (no "unused" badge, no Remove), and a `{{tone}}` typed into a message
  * appears at once, before any save (issue 31).
  */
-describe('the chat editor’s variables table', () => {
+describe('the chat editor’s variables table', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let browser: Browser

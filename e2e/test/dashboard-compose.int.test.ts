@@ -11,6 +11,7 @@ import {
   screenshots,
   signIn,
   startService,
+  WALK,
 } from '../src/dashboardPage.ts'
 import { login } from '../src/prompts.ts'
 
@@ -20,7 +21,7 @@ import { login } from '../src/prompts.ts'
  * rendering the included prompt, and "Used by" on the included one. Screenshots at 1280 and
  * 390 px into e2e/.screenshots/ (names starting with "compose-").
  */
-describe('the dashboard: composing prompts', () => {
+describe('the dashboard: composing prompts', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let browser: Browser

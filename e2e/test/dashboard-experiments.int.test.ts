@@ -11,6 +11,7 @@ import {
   SLOW,
   signIn,
   startService,
+  WALK,
 } from '../src/dashboardPage.ts'
 import { FakeRuns } from '../src/fakeRuns.ts'
 import { caller, data, login } from '../src/prompts.ts'
@@ -27,7 +28,7 @@ const ROWS = 12
 const poll = <T>(fn: () => Promise<T> | T, opts: { timeout?: number } = {}) =>
   expect.poll(fn, { ...SLOW, ...opts })
 
-describe('datasets and experiments in a real browser', () => {
+describe('datasets and experiments in a real browser', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let fake: FakeRuns
@@ -129,5 +130,5 @@ describe('datasets and experiments in a real browser', () => {
     expect(await items.innerText()).toMatch(/wrong-4/)
     await check('failures')
     expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([])
-  }, 120_000)
+  })
 })

@@ -10,13 +10,14 @@ import {
   screenshots,
   signIn,
   startService,
+  WALK,
   WIDTHS,
 } from '../src/dashboardPage.ts'
 import { login } from '../src/prompts.ts'
 
 /** The prompt page's Export control in a real browser (prompts as code, issue 30). */
 
-describe('dashboard: export a prompt as a file', () => {
+describe('dashboard: export a prompt as a file', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let browser: Browser
@@ -82,7 +83,7 @@ describe('dashboard: export a prompt as a file', () => {
 
     await checkPage(page, 'prompt-export')
     expect(consoleErrors).toEqual([])
-  }, 90_000)
+  })
 
   it('imports prompt files: checks the plan, then imports and publishes', async () => {
     await page.setViewportSize(WIDTHS[0])
@@ -117,5 +118,5 @@ describe('dashboard: export a prompt as a file', () => {
       { token },
     )
     expect(greeting.body.data).toMatchObject({ versionCount: 1, config: { model: 'gpt-4o' } })
-  }, 60_000)
+  })
 })

@@ -12,6 +12,7 @@ import {
   SLOW,
   signIn,
   startService,
+  WALK,
 } from '../src/dashboardPage.ts'
 import { login } from '../src/prompts.ts'
 
@@ -26,7 +27,7 @@ const until = <T>(fn: () => T | Promise<T>) => expect.poll(fn, SLOW)
  * console error or unexpected 4xx/5xx fails it. Screenshots at 1280 and 390 px into
  * e2e/.screenshots/ ("playground-").
  */
-describe('the dashboard Playground in a real browser', () => {
+describe('the dashboard Playground in a real browser', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let fake: FakeProvider

@@ -15,6 +15,7 @@ import {
   SLOW,
   signIn as signInAt,
   startService,
+  WALK,
   watch,
 } from '../src/dashboardPage.ts'
 import { login } from '../src/prompts.ts'
@@ -31,7 +32,7 @@ import { ADMIN } from '../src/slice.ts'
 const SHOTS = process.env.SHOTS_DIR ?? join(REPO_ROOT, 'e2e', '.screenshots')
 const MEMBER = { email: 'mia@example.com', password: 'member password 1', name: 'Mia Member' }
 
-describe('the dashboard: release safety', () => {
+describe('the dashboard: release safety', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let browser: Browser
@@ -294,5 +295,5 @@ describe('the dashboard: release safety', () => {
     await shots('release-audit-empty')
     expect(errors.report()).toEqual([])
     // About 20 s alone; a full npm test runs it beside eight other test files.
-  }, 120_000)
+  })
 })

@@ -16,6 +16,7 @@ import {
   SHOTS,
   signIn as signInAt,
   startService as startDashboardService,
+  WALK,
   WIDTHS,
   watch as watchPage,
 } from '../src/dashboardPage.ts'
@@ -39,7 +40,9 @@ const TEMP = { email: 'tess@example.com', password: 'temp password 1', name: 'Te
 const startService = (dashboardDir: string, env: Record<string, string> = {}) =>
   startDashboardService(dashboardDir, { prefix: 'pm-dashboard2-', env })
 
-describe('the dashboard, part 2: settings, import, catalog and forks in a real browser', () => {
+describe('the dashboard, part 2: settings, import, catalog and forks in a real browser', {
+  timeout: WALK,
+}, () => {
   let dashboardDir: string
   let service: DashboardService
   /**
@@ -757,5 +760,5 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
       await ctx.close()
       await strict.stop()
     }
-  }, 120_000)
+  })
 })

@@ -13,6 +13,7 @@ import {
   QUIET,
   SHOTS,
   startService,
+  WALK,
   watch,
 } from '../src/dashboardPage.ts'
 import { ADMIN } from '../src/slice.ts'
@@ -23,7 +24,7 @@ import { ADMIN } from '../src/slice.ts'
  * (no credential in web storage, the refresh cookie's flags, the CSP, no console error and no
  * 4xx/5xx answer but those a step causes on purpose) and axe-core on every page. Screenshots of each page at 1280 and 390 px go to e2e/.screenshots/.
  */
-describe('the dashboard: an author’s journey in a real browser', () => {
+describe('the dashboard: an author’s journey in a real browser', { timeout: WALK }, () => {
   let service: DashboardService
   let base: string
   let browser: Browser
@@ -441,5 +442,5 @@ describe('the dashboard: an author’s journey in a real browser', () => {
 
     expect(checked).toHaveLength(13)
     expect(errors.report()).toEqual([])
-  }, 240_000)
+  })
 })
