@@ -39,10 +39,16 @@ describe('the packed @pm/client, installed with npm outside the workspace', () =
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'pm-client-pack-'))
     project = join(dir, 'app')
-    // 1. Pack with the README's command (prepack builds dist/ with tsdown) and install the
-    //    tarball the way a user would.
+    // 1. Pack as the README's `npm run pack` does (prepack builds dist/ with tsdown), for the
+    //    client only, and install the tarball the way a user would. That command packs the CLI
+    //    too, whose prepack cleans and rebuilds apps/cli/dist: beside the CLI's own pack test
+    //    (apps/cli/test/pack.int.test.ts) it emptied that folder under the other pack, whose
+    //    tarball then had no dist/ ("pm: not built yet", a full `npm test`, 2026-11-28).
     const packDir = join(dir, 'tarballs')
-    await run('npm', ['run', 'pack', '--', packDir], { cwd: REPO_ROOT, timeout: 540_000 })
+    await run('pnpm', ['--filter', '@pm/client', 'pack', '--pack-destination', packDir], {
+      cwd: REPO_ROOT,
+      timeout: 540_000,
+    })
     const tarball = readdirSync(packDir).find((f) => f.startsWith('pm-client-') && f.endsWith('.tgz'))
     if (!tarball) throw new Error('pnpm pack wrote no tarball')
     await run('mkdir', ['-p', project])
