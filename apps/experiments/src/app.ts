@@ -1,21 +1,19 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
 import { SUBJECTS } from '@pm/contracts'
-import { connectMongo, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import { createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { ExperimentsConfig } from './config.ts'
 import { datasetRoutes } from './routes/datasets.ts'
 import { experimentRoutes } from './routes/experiments.ts'
 import { PromptsClient, RunsExecutor, type UnitExecutor } from './services/clients.ts'
 import { ExperimentsService } from './services/experiments.ts'
 import { Runner } from './services/runner.ts'
-import { MongoExperimentStore } from './store/mongo.ts'
 import { SqliteExperimentStore } from './store/sqlite.ts'
 import type { ExperimentStore } from './store/types.ts'
 
 export { loadExperimentsConfig, ExperimentsConfigSchema, type ExperimentsConfig } from './config.ts'
 export type { ExperimentStore } from './store/types.ts'
 export { SqliteExperimentStore } from './store/sqlite.ts'
-export { MongoExperimentStore } from './store/mongo.ts'
 export { type RunAnswer, type RunRequest, RateLimitedError, type UnitExecutor } from './services/clients.ts'
 
 export interface ExperimentsAppOptions {
@@ -31,6 +29,11 @@ export interface ExperimentsAppOptions {
 
 export async function openExperimentStore(config: ExperimentsConfig): Promise<ExperimentStore> {
   if (config.MONGO_URL) {
+    // The driver and the store load only here: a service on SQLite never loads them.
+    const [{ connectMongo }, { MongoExperimentStore }] = await Promise.all([
+      import('@pm/kit/mongo'),
+      import('./store/mongo.ts'),
+    ])
     const store = new MongoExperimentStore(
       await connectMongo(config.MONGO_URL),
       config.MONGO_DB ?? 'pm_experiments',

@@ -1,5 +1,6 @@
 import type { AuditEntry } from '@pm/contracts'
-import { connectMongo, newId } from '@pm/kit'
+import { newId } from '@pm/kit'
+import { connectMongo } from '@pm/kit/mongo'
 import { storeBackends } from '@pm/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MongoIdentityStore } from '../src/store/mongo.ts'

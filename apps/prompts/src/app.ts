@@ -2,7 +2,6 @@ import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
 import {
   collectWhileOpen,
-  connectMongo,
   createService,
   isAuditEntry,
   type Metrics,
@@ -27,7 +26,6 @@ import { resolveRoutes } from './routes/resolve.ts'
 import { promptRoutes } from './routes/prompts.ts'
 import { publicRoutes } from './routes/public.ts'
 import { versionRoutes } from './routes/versions.ts'
-import { MongoPromptStore } from './store/mongo.ts'
 import { SqlitePromptStore } from './store/sqlite.ts'
 import type { OutboxRecord, PromptStore } from './store/types.ts'
 import type { PromptsDeps } from './deps.ts'
@@ -35,7 +33,6 @@ import type { PromptsDeps } from './deps.ts'
 export { loadPromptsConfig, PromptsConfigSchema, type PromptsConfig } from './config.ts'
 export type { PromptStore } from './store/types.ts'
 export { SqlitePromptStore } from './store/sqlite.ts'
-export { MongoPromptStore } from './store/mongo.ts'
 export type { PromptsDeps } from './deps.ts'
 export { StaticOrgSettings, type OrgSettings } from './services/orgSettings.ts'
 
@@ -54,6 +51,11 @@ export interface PromptsAppOptions {
 
 export async function openPromptStore(config: PromptsConfig): Promise<PromptStore> {
   if (config.MONGO_URL) {
+    // The driver and the store load only here: a service on SQLite never loads them.
+    const [{ connectMongo }, { MongoPromptStore }] = await Promise.all([
+      import('@pm/kit/mongo'),
+      import('./store/mongo.ts'),
+    ])
     const store = new MongoPromptStore(await connectMongo(config.MONGO_URL), config.MONGO_DB ?? 'pm_prompts')
     await store.init()
     return store

@@ -1,4 +1,5 @@
-import { connectMongo, newId } from '@pm/kit'
+import { newId } from '@pm/kit'
+import { connectMongo } from '@pm/kit/mongo'
 import { storeBackends } from '@pm/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MongoPromptStore } from '../src/store/mongo.ts'

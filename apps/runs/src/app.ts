@@ -1,6 +1,5 @@
 import { join } from 'node:path'
 import {
-  connectMongo,
   createService,
   type HostLookup,
   type InternalTarget,
@@ -18,14 +17,12 @@ import { Egress } from './services/egress.ts'
 import { OrgLimiter } from './services/limiter.ts'
 import { RenderClient } from './services/render.ts'
 import { preloadProviders, Runs } from './services/runs.ts'
-import { MongoRunStore } from './store/mongo.ts'
 import { SqliteRunStore } from './store/sqlite.ts'
 import type { RunStore } from './store/types.ts'
 
 export { loadRunsConfig, RunsConfigSchema, type RunsConfig } from './config.ts'
 export type { RunStore } from './store/types.ts'
 export { SqliteRunStore } from './store/sqlite.ts'
-export { MongoRunStore } from './store/mongo.ts'
 
 export interface RunsAppOptions {
   config: RunsConfig
@@ -46,6 +43,11 @@ export interface RunsAppOptions {
 
 export async function openRunStore(config: RunsConfig): Promise<RunStore> {
   if (config.MONGO_URL) {
+    // The driver and the store load only here: a service on SQLite never loads them.
+    const [{ connectMongo }, { MongoRunStore }] = await Promise.all([
+      import('@pm/kit/mongo'),
+      import('./store/mongo.ts'),
+    ])
     const store = new MongoRunStore(await connectMongo(config.MONGO_URL), config.MONGO_DB ?? 'pm_runs')
     await store.init()
     return store

@@ -3,7 +3,6 @@ import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
 import { EVENT_SUBJECTS, EVENT_TYPES, SUBJECTS } from '@pm/contracts'
 import {
   AuditRelay,
-  connectMongo,
   createService,
   loadSecretBox,
   type Metrics,
@@ -16,7 +15,6 @@ import type { WebhooksConfig } from './config.ts'
 import type { HostLookup } from './services/ssrf.ts'
 import { webhookRoutes } from './routes/webhooks.ts'
 import { resealSecrets } from './services/secrets.ts'
-import { MongoWebhookStore } from './store/mongo.ts'
 import { SqliteWebhookStore } from './store/sqlite.ts'
 import type { WebhookStore } from './store/types.ts'
 import { Webhooks } from './webhooks.ts'
@@ -25,7 +23,6 @@ import { DeliveryWorker } from './worker.ts'
 export { loadWebhooksConfig, WebhooksConfigSchema, type WebhooksConfig } from './config.ts'
 export type { WebhookStore } from './store/types.ts'
 export { SqliteWebhookStore } from './store/sqlite.ts'
-export { MongoWebhookStore } from './store/mongo.ts'
 
 export interface WebhooksAppOptions {
   config: WebhooksConfig
@@ -44,6 +41,11 @@ export interface WebhooksAppOptions {
 
 export async function openWebhookStore(config: WebhooksConfig): Promise<WebhookStore> {
   if (config.MONGO_URL) {
+    // The driver and the store load only here: a service on SQLite never loads them.
+    const [{ connectMongo }, { MongoWebhookStore }] = await Promise.all([
+      import('@pm/kit/mongo'),
+      import('./store/mongo.ts'),
+    ])
     const store = new MongoWebhookStore(
       await connectMongo(config.MONGO_URL),
       config.MONGO_DB ?? 'pm_webhooks',

@@ -1,17 +1,16 @@
 import type { DatabaseSync } from 'node:sqlite'
 import { type AuditAction, type AuditActor, type AuditEntry, isAuditAction } from '@pm/contracts'
 import type { FastifyRequest } from 'fastify'
-import { type ClientSession, type Collection, type Db, type MongoClient, MongoServerError } from 'mongodb'
 import { backgroundRunner } from './contextFrame.ts'
 import { newId } from './ids.ts'
-import { TRANSACTION_OPTIONS } from './mongo.ts'
 
 /**
  * The audit log (DESIGN section 15): one entry per committed change, written in the change's
  * own transaction. The prompts service keeps the log; identity and webhooks write their entries
  * into an outbox of their own (`audit_outbox`) with the change, and an AuditRelay publishes them
  * on the durable subject SUBJECTS.auditEntry (message id = entry id), which prompts stores
- * idempotently by entry id. docs/decisions.md, "Release safety".
+ * idempotently by entry id. docs/decisions.md, "Release safety". The outbox on MongoDB is
+ * `MongoAuditOutbox` in mongo.ts (`@pm/kit/mongo`).
  */
 
 /** Who made a change, from where, in which request. */
@@ -146,90 +145,6 @@ export function sqliteAuditOutbox(db: () => DatabaseSync): AuditOutbox {
           .changes,
       )
     },
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// MongoDB: a collection written in the change's multi-document transaction.
-
-/** An outbox document: its `_id` is the entry's id. */
-export interface AuditOutboxDoc {
-  _id: string
-  entry: AuditEntry
-  createdAt: string
-  sentAt: string | null
-}
-
-/**
- * Runs `fn` in a transaction (TRANSACTION_OPTIONS) and returns what it returned. The driver may
- * run `fn` more than once (a transient error retries the whole transaction): `fn` must pass the
- * session to every operation and must not swallow their errors.
- */
-export async function mongoTransaction<T>(
-  client: MongoClient,
-  fn: (session: ClientSession) => Promise<T>,
-): Promise<T> {
-  const session = client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
-  try {
-    return await session.withTransaction(() => fn(session))
-  } finally {
-    await session.endSession()
-  }
-}
-
-/**
- * Creates a collection that only transactions write to, so that no transaction has to create
- * it (allowed since MongoDB 4.4, but not in a cross-shard transaction).
- */
-export async function ensureCollection(db: Db, name: string): Promise<void> {
-  const found = await db.listCollections({ name }, { nameOnly: true }).toArray()
-  if (found.length > 0) return
-  try {
-    await db.createCollection(name)
-  } catch (err) {
-    // Another replica created it at the same moment (NamespaceExists).
-    if (!(err instanceof MongoServerError && err.code === 48)) throw err
-  }
-}
-
-/** The `audit_outbox` collection of a service's database. */
-export class MongoAuditOutbox implements AuditOutbox {
-  private readonly db: Db
-  private readonly docs: Collection<AuditOutboxDoc>
-
-  constructor(db: Db) {
-    this.db = db
-    this.docs = db.collection<AuditOutboxDoc>('audit_outbox')
-  }
-
-  async init(): Promise<void> {
-    await ensureCollection(this.db, 'audit_outbox')
-    // pendingAudit's filter and sort, tie-break included: no in-memory sort.
-    await this.docs.createIndex({ sentAt: 1, createdAt: 1, _id: 1 })
-  }
-
-  /** Inserts entries in the change's transaction (`session`). */
-  async insert(entries: readonly AuditEntry[], session: ClientSession): Promise<void> {
-    if (entries.length === 0) return
-    await this.docs.insertMany(
-      entries.map((entry) => ({ _id: entry.id, entry, createdAt: entry.at, sentAt: null })),
-      { session },
-    )
-  }
-
-  async pendingAudit(limit: number): Promise<AuditEntry[]> {
-    const docs = await this.docs.find({ sentAt: null }).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()
-    return docs.map((d) => d.entry)
-  }
-
-  async markAuditSent(ids: string[], at: string): Promise<void> {
-    if (ids.length === 0) return
-    await this.docs.updateMany({ _id: { $in: ids } }, { $set: { sentAt: at } })
-  }
-
-  async pruneAuditOutbox(before: string): Promise<number> {
-    // `$lt` with a string matches strings only: unsent entries (null) stay.
-    return (await this.docs.deleteMany({ sentAt: { $lt: before } })).deletedCount
   }
 }
 

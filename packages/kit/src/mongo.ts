@@ -1,11 +1,22 @@
+import type { AuditEntry } from '@pm/contracts'
 import {
+  type ClientSession,
   type Collection,
+  type Db,
   type Document,
   MongoBulkWriteError,
   MongoClient,
   MongoServerError,
   type TransactionOptions,
 } from 'mongodb'
+import type { AuditOutbox } from './audit.ts'
+
+/**
+ * What the stores on MongoDB share: `@pm/kit/mongo`, apart from the package's main entry, so
+ * that a service on SQLite (the embedded default, the tests) never loads the driver (about 170
+ * ms of CPU a process start); a service imports this and its MongoDB store only when MONGO_URL
+ * is set.
+ */
 
 /** One client per process; the driver pools connections. */
 export async function connectMongo(url: string): Promise<MongoClient> {
@@ -62,5 +73,89 @@ export async function dropReplacedIndex<T extends Document>(
     // 27 IndexNotFound, 26 NamespaceNotFound
     if (err instanceof MongoServerError && (err.code === 27 || err.code === 26)) return
     throw err
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MongoDB: a collection written in the change's multi-document transaction.
+
+/** An outbox document: its `_id` is the entry's id. */
+export interface AuditOutboxDoc {
+  _id: string
+  entry: AuditEntry
+  createdAt: string
+  sentAt: string | null
+}
+
+/**
+ * Runs `fn` in a transaction (TRANSACTION_OPTIONS) and returns what it returned. The driver may
+ * run `fn` more than once (a transient error retries the whole transaction): `fn` must pass the
+ * session to every operation and must not swallow their errors.
+ */
+export async function mongoTransaction<T>(
+  client: MongoClient,
+  fn: (session: ClientSession) => Promise<T>,
+): Promise<T> {
+  const session = client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
+  try {
+    return await session.withTransaction(() => fn(session))
+  } finally {
+    await session.endSession()
+  }
+}
+
+/**
+ * Creates a collection that only transactions write to, so that no transaction has to create
+ * it (allowed since MongoDB 4.4, but not in a cross-shard transaction).
+ */
+export async function ensureCollection(db: Db, name: string): Promise<void> {
+  const found = await db.listCollections({ name }, { nameOnly: true }).toArray()
+  if (found.length > 0) return
+  try {
+    await db.createCollection(name)
+  } catch (err) {
+    // Another replica created it at the same moment (NamespaceExists).
+    if (!(err instanceof MongoServerError && err.code === 48)) throw err
+  }
+}
+
+/** The `audit_outbox` collection of a service's database. */
+export class MongoAuditOutbox implements AuditOutbox {
+  private readonly db: Db
+  private readonly docs: Collection<AuditOutboxDoc>
+
+  constructor(db: Db) {
+    this.db = db
+    this.docs = db.collection<AuditOutboxDoc>('audit_outbox')
+  }
+
+  async init(): Promise<void> {
+    await ensureCollection(this.db, 'audit_outbox')
+    // pendingAudit's filter and sort, tie-break included: no in-memory sort.
+    await this.docs.createIndex({ sentAt: 1, createdAt: 1, _id: 1 })
+  }
+
+  /** Inserts entries in the change's transaction (`session`). */
+  async insert(entries: readonly AuditEntry[], session: ClientSession): Promise<void> {
+    if (entries.length === 0) return
+    await this.docs.insertMany(
+      entries.map((entry) => ({ _id: entry.id, entry, createdAt: entry.at, sentAt: null })),
+      { session },
+    )
+  }
+
+  async pendingAudit(limit: number): Promise<AuditEntry[]> {
+    const docs = await this.docs.find({ sentAt: null }).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()
+    return docs.map((d) => d.entry)
+  }
+
+  async markAuditSent(ids: string[], at: string): Promise<void> {
+    if (ids.length === 0) return
+    await this.docs.updateMany({ _id: { $in: ids } }, { $set: { sentAt: at } })
+  }
+
+  async pruneAuditOutbox(before: string): Promise<number> {
+    // `$lt` with a string matches strings only: unsent entries (null) stay.
+    return (await this.docs.deleteMany({ sentAt: { $lt: before } })).deletedCount
   }
 }

@@ -1,5 +1,5 @@
 import type { ExperimentStatus } from '@pm/contracts'
-import { TRANSACTION_OPTIONS } from '@pm/kit'
+import { TRANSACTION_OPTIONS } from '@pm/kit/mongo'
 import type { ClientSession, Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AddItemsOutcome,

@@ -5,7 +5,7 @@ import {
   MongoAuditOutbox,
   mongoTransaction,
   TRANSACTION_OPTIONS,
-} from '@pm/kit'
+} from '@pm/kit/mongo'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import {
   type ApiKeyRecord,

@@ -1,7 +1,5 @@
 import { join } from 'node:path'
-import { connectMongo } from '@pm/kit'
 import type { IdentityConfig } from '../config.ts'
-import { MongoIdentityStore } from './mongo.ts'
 import { SqliteIdentityStore } from './sqlite.ts'
 import type { IdentityStore } from './types.ts'
 
@@ -10,6 +8,11 @@ export async function openIdentityStore(
   config: Pick<IdentityConfig, 'MONGO_URL' | 'MONGO_DB' | 'DATA_DIR'>,
 ): Promise<IdentityStore> {
   if (config.MONGO_URL) {
+    // The driver and the store load only here: a service on SQLite never loads them.
+    const [{ connectMongo }, { MongoIdentityStore }] = await Promise.all([
+      import('@pm/kit/mongo'),
+      import('./mongo.ts'),
+    ])
     const store = new MongoIdentityStore(
       await connectMongo(config.MONGO_URL),
       config.MONGO_DB ?? 'pm_identity',

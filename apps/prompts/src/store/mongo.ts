@@ -1,5 +1,5 @@
 import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
-import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit'
+import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit/mongo'
 import {
   Binary,
   type ClientSession,

@@ -5,7 +5,7 @@ import {
   mongoTransaction,
   onlyDuplicateKeys,
   TRANSACTION_OPTIONS,
-} from '@pm/kit'
+} from '@pm/kit/mongo'
 import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AttemptRecord,
