@@ -62,5 +62,7 @@ describe('Dockerfile with APP=render, rehearsed without Docker', () => {
     } finally {
       child.kill('SIGTERM')
     }
-  }, 300_000)
+    // A frozen install and five builds: about 80 s on a fast 2-core machine, 238 s in a slow
+    // one's full `npm test` (CI, 2026-11-28), so the bound only catches a hang.
+  }, 600_000)
 })
