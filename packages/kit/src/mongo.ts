@@ -77,7 +77,7 @@ export async function dropReplacedIndex<T extends Document>(
 }
 
 // ---------------------------------------------------------------------------------------------
-// MongoDB: a collection written in the change's multi-document transaction.
+// The audit outbox (audit.ts): a collection written in the change's multi-document transaction.
 
 /** An outbox document: its `_id` is the entry's id. */
 export interface AuditOutboxDoc {
