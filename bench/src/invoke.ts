@@ -30,7 +30,8 @@
  * 1.00), and a line with the CPU a request of each variant above its idle CPU, at the same rate:
  * the cost of tracing without the feedback of a saturated machine, where the variant that costs
  * more also gets less of the CPU. --ratio R: the third variant's ratio instead of 0.1 (0: every
- * trace dropped, what the unsampled requests cost). The last line printed is
+ * trace dropped, what the unsampled requests cost; off: a second untraced variant, labelled
+ * off2, whose ratio to off is this instrument's own spread in that run). The last line printed is
  *   tracing: 1.0/off <r1>, 0.1/off <r2> (off <N> req/s, 1.0 <M> req/s, 0.1 <K> req/s)
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
@@ -90,7 +91,7 @@ const { values: args } = parseArgs({
      * compared at the same rate, above each process's idle CPU (measured first).
      */
     rate: { type: 'string' },
-    /** --tracing: the third variant's sampler ratio (0.1 unless given; 0 drops every trace). */
+    /** --tracing: the third variant's sampler ratio (0.1 unless given; 0 drops every trace; off: untraced again, a control). */
     ratio: { type: 'string', default: '0.1' },
     'keep-logs': { type: 'boolean', default: false },
     /** Passed to every process of the chain as LOG_LEVEL (default: each service's own, info). */
@@ -148,9 +149,12 @@ const rate = args.rate === undefined ? undefined : Number(args.rate)
 if (rate !== undefined && !(Number.isInteger(rate) && rate >= 1 && rate <= 100_000))
   usage(`--rate must be an integer from 1 to 100000 requests a second, not '${args.rate}'`)
 if (rate !== undefined && !args.tracing) usage('--rate needs --tracing')
-const third = args.ratio
-if (!/^0(\.\d{1,4})?$/.test(third))
-  usage(`--ratio must be a number from 0 to below 1 (1.0 is the second variant already), not '${third}'`)
+const control = args.ratio === 'off'
+const third = control ? 'off2' : args.ratio
+if (!control && !/^0(\.\d{1,4})?$/.test(third))
+  usage(
+    `--ratio must be a number from 0 to below 1 (1.0 is the second variant already) or off, not '${third}'`,
+  )
 
 const log = (line: string) => process.stdout.write(`${line}\n`)
 const workDir = mkdtempSync(join(tmpdir(), 'pm-bench-'))
@@ -633,7 +637,9 @@ async function mainTracing(): Promise<void> {
   const variants = [
     { name: 'off', label: 'off', env: {} },
     { name: 'ratio1', label: '1.0', env: traced('1') },
-    { name: `ratio${third.replace('.', '')}`, label: third, env: traced(third) },
+    control
+      ? { name: 'off2', label: third, env: {} }
+      : { name: `ratio${third.replace('.', '')}`, label: third, env: traced(third) },
   ]
   // Started in turn (off 1, 1.0 1, 0.1 1, off 2, ...), so that no variant gets one stretch of
   // the run's starts. On the 2-core VM an off/off/0.1 run (the same code twice) measured the two

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { ConfigError, loadConfig } from './config.ts'
@@ -61,11 +62,33 @@ export async function runServer(app: FastifyInstance, opts: ListenOptions): Prom
 }
 
 /**
- * Entry-point wrapper: the process's context frame is entered first (contextFrame.ts), and a
- * configuration error stops the process with its message.
+ * A service reads nothing from its standard input, so `process.stdin` is an empty stream, made
+ * here before anything can ask for Node's. Node makes its own on first access: where fd 0 is
+ * /dev/null (a container's default, `stdio: 'ignore'`) an `fs.ReadStream` on it, and every
+ * process that made one was measured with `process.nextTick` about ten times dearer for the rest
+ * of its life (60-110 ns a tick against 600-1,100). Nothing of ours reads it, but a namespace
+ * import of `node:process` (OpenTelemetry's resources package has one, so tracing loaded it at
+ * any ratio) makes Node read every property of `process` to fill the namespace, stdin included
+ * (bench/README.md, "process.stdin and nextTick"; docs/decisions.md).
+ */
+export function emptyStdin(): void {
+  const empty = new Readable({ read() {} })
+  empty.push(null)
+  Object.defineProperty(process, 'stdin', {
+    value: empty,
+    configurable: true,
+    enumerable: true,
+    writable: true,
+  })
+}
+
+/**
+ * Entry-point wrapper: the process's context frame is entered first (contextFrame.ts), its stdin
+ * is an empty stream (emptyStdin), and a configuration error stops the process with its message.
  */
 export async function main(start: () => Promise<void>): Promise<void> {
   holdContextFrame()
+  emptyStdin()
   try {
     await start()
   } catch (err) {
