@@ -12,7 +12,9 @@ import { AsyncLocalStorage } from 'node:async_hooks'
  * runtime: about 250 ns a tick instead of 23-43, some twenty ticks a proxied request, in five of
  * the nine traced processes probed, never in an untraced one (bench/README.md, "nextTick and
  * the context frame"). With this store entered first, every frame after it is an object, and
- * the ticks stayed on the fast path in every process probed, tracing on or off.
+ * the ticks stayed on the fast path in every process probed, tracing on or off. Later, with
+ * tracing on, they were slow again in every process: the cause then was Node's `process.stdin`,
+ * which `main` now replaces (server.ts, emptyStdin).
  */
 const held = new AsyncLocalStorage<true>()
 
