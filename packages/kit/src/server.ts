@@ -66,7 +66,7 @@ export async function runServer(app: FastifyInstance, opts: ListenOptions): Prom
  * here before anything can ask for Node's. Node makes its own on first access: where fd 0 is
  * /dev/null (a container's default, `stdio: 'ignore'`) an `fs.ReadStream` on it, and every
  * process that made one was measured with `process.nextTick` about ten times dearer for the rest
- * of its life (60-110 ns a tick against 600-1,100). Nothing of ours reads it, but a namespace
+ * of its life (50-110 ns a tick against 400-1,170). Nothing of ours reads it, but a namespace
  * import of `node:process` (OpenTelemetry's resources package has one, so tracing loaded it at
  * any ratio) makes Node read every property of `process` to fill the namespace, stdin included
  * (bench/README.md, "process.stdin and nextTick"; docs/decisions.md).
