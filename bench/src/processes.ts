@@ -242,3 +242,11 @@ export async function waitReady(url: string, proc: Child, timeoutMs = 120_000): 
   }
   throw new Error(`${proc.name}: ${url} not ready after ${timeoutMs} ms (${last})\n${tail(proc.logFile)}`)
 }
+
+/** A command-line option that must be a whole number from `min` to `max` (parseArgs' string). */
+export function wholeOption(args: Record<string, unknown>, name: string, min: number, max: number): number {
+  const n = Number(args[name])
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new Error(`--${name}: a whole number from ${min} to ${max}`)
+  return n
+}

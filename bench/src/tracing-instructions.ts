@@ -33,7 +33,7 @@ import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { freePort } from '@pm/testkit'
 import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
-import { type Child, startChild, waitReady } from './processes.ts'
+import { type Child, startChild, waitReady, wholeOption } from './processes.ts'
 
 const run = promisify(execFile)
 
@@ -52,12 +52,7 @@ const { values: args } = parseArgs({
     processes: { type: 'string', default: '1' },
   },
 })
-const whole = (name: string, min: number, max: number): number => {
-  const n = Number(args[name as keyof typeof args])
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new Error(`--${name}: a whole number from ${min} to ${max}`)
-  return n
-}
+const whole = (name: string, min: number, max: number): number => wholeOption(args, name, min, max)
 const REQUESTS = whole('requests', 10, 1_000_000)
 const WINDOWS = whole('windows', 1, 100)
 const WARMUP = whole('warmup', 0, 1_000_000)

@@ -31,7 +31,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort } from '@pm/testkit'
 import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
-import { type Child, mainThreadSeconds, startChild, waitReady } from './processes.ts'
+import { type Child, mainThreadSeconds, startChild, waitReady, wholeOption } from './processes.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -46,12 +46,7 @@ const { values: args } = parseArgs({
     'keep-logs': { type: 'boolean', default: false },
   },
 })
-const whole = (name: keyof typeof args, min: number, max: number): number => {
-  const n = Number(args[name])
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new Error(`--${name}: a whole number from ${min} to ${max}`)
-  return n
-}
+const whole = (name: string, min: number, max: number): number => wholeOption(args, name, min, max)
 const processes = whole('processes', 1, 8)
 const connections = whole('connections', 1, 64)
 const rate = whole('rate', 0, 100_000)
