@@ -23,6 +23,7 @@ import { parseArgs } from 'node:util'
 import { freePort, REPO_ROOT } from '@pm/testkit'
 import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
 import { cpuSeconds, entryPath } from './processes.ts'
+import { median } from './stats.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -150,10 +151,6 @@ try {
   const off = loads[0]
   if (!off) throw new Error('no baseline')
   const us = (l: (typeof loads)[number]) => (l.cpu * 1e6) / l.done
-  const median = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b)
-    return s[Math.floor(s.length / 2)] ?? Number.NaN
-  }
   for (const l of loads) {
     const ratiosByPhase = l.perPhase.map((x, k) => x / (off.perPhase[k] ?? Number.NaN))
     process.stdout.write(

@@ -32,6 +32,7 @@ import { parseArgs } from 'node:util'
 import { freePort } from '@pm/testkit'
 import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
 import { type Child, mainThreadSeconds, startChild, waitReady, wholeOption } from './processes.ts'
+import { mean, median } from './stats.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -139,8 +140,15 @@ try {
     }
   }
 
-  // Each member's connections: back to back, or paced to `rate` a second between them.
+  // Each member's connections: back to back, or paced to `rate` a second between them. The first
+  // failed invoke stops every load; `finish` rethrows it once the load is awaited.
   let loading = false
+  let failure: unknown
+  const finish = async (load: Promise<unknown>) => {
+    loading = false
+    await load
+    if (failure !== undefined) throw failure
+  }
   const load = () => {
     loading = true
     return Promise.all(
@@ -155,7 +163,13 @@ try {
                 if (wait > 0) await sleep(wait)
                 if (!loading) break
               }
-              await m.invokes.invoke()
+              try {
+                await m.invokes.invoke()
+              } catch (err) {
+                failure ??= err
+                loading = false
+                break
+              }
               m.answered++
             }
           }),
@@ -166,8 +180,7 @@ try {
 
   let running = load()
   await sleep(warmup * 1000)
-  loading = false
-  await running
+  await finish(running)
   // What each process spends with no load, after the warm-up's last spans went out (within 1 s).
   await sleep(2_000)
   const idleSeconds = 8
@@ -182,7 +195,7 @@ try {
 
   running = load()
   await sleep(3_000)
-  for (let w = 1; w <= windows; w++) {
+  for (let w = 1; w <= windows && failure === undefined; w++) {
     const at = members.map((m) => {
       m.answered = 0
       return mainThreadSeconds(m.proc.child.pid)
@@ -201,16 +214,9 @@ try {
       `window ${w}: ${members.map((m) => `${m.name} ${fmt(m.windows.at(-1) ?? Number.NaN, 0)}`).join(', ')} µs`,
     )
   }
-  loading = false
-  await running
+  await finish(running)
 
   const perProcess = (m: Member) => (m.cpu * 1e6) / m.requests
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length
-  const median = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b)
-    const mid = s.length >> 1
-    return s.length % 2 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
-  }
   const byVariant = variants.map((variant) => {
     const own = members.filter((m) => m.variant === variant)
     // A window's figure for the variant: its processes' mean in that window.
