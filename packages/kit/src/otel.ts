@@ -13,8 +13,6 @@ import {
   trace,
 } from '@opentelemetry/api'
 import { addHrTimes, hrTimeDuration, millisToHrTime, W3CTraceContextPropagator } from '@opentelemetry/core'
-import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
-import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { type Resource, resourceFromAttributes } from '@opentelemetry/resources'
 import {
   AlwaysOffSampler,
@@ -28,12 +26,14 @@ import {
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace'
 import { randomBytesView, randomHex } from './ids.ts'
+import { otlpTraceExporter } from './otlpExport.ts'
 import type { OtlpProtocol, TracesSampler } from './settings.ts'
 import type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
 
 /**
  * OpenTelemetry behind the Tracing seam; imported only by `tracingFor` when an OTLP endpoint is
- * set. The SDK's samplers decide, its batch span processor batches and OTLP's exporters send; a
+ * set. The SDK's samplers decide, its batch span processor batches and OTLP's serializers encode
+ * for otlpExport.ts's transport, which sends through undici; a
  * sampled span itself is this file's `Recorded`, a small ReadableSpan of its own, current through
  * one AsyncLocalStorage: the SDK's span, context manager and propagator ran several times the
  * code a span needs, and code that runs for one request in ten is code the CPU has cold
@@ -121,9 +121,7 @@ export function createOtelTracing(opts: {
   exporter?: SpanExporter
 }): Tracing {
   const url = `${opts.endpoint.replace(/\/+$/, '')}/v1/traces`
-  const exporter =
-    opts.exporter ??
-    (opts.protocol === 'http/json' ? new JsonTraceExporter({ url }) : new ProtobufTraceExporter({ url }))
+  const exporter = opts.exporter ?? otlpTraceExporter(url, opts.protocol)
   const sampler = samplerFor(opts.sampler, opts.ratio)
   // A new trace's decision under traceidratio, with or without parentbased_ (a root has no parent).
   const keeps =
