@@ -11,6 +11,8 @@ import { type Stack, startStack } from '../src/stack.ts'
 const RELAY_DELAY_MS = 5_000
 /** A process that holds its events (outbox and audit) back for RELAY_DELAY_MS: the crash window. */
 const HOLD = { OUTBOX_RELAY_DELAY_MS: String(RELAY_DELAY_MS), AUDIT_RELAY_DELAY_MS: String(RELAY_DELAY_MS) }
+/** A hold far longer than any step of a test: for a crash window several requests must fit in. */
+const LONG_HOLD = { OUTBOX_RELAY_DELAY_MS: '60000', AUDIT_RELAY_DELAY_MS: '60000' }
 /**
  * A process that sends at once (the default): a restart after the kill uses it, so that the test
  * sees the recovered events as soon as the process is up instead of waiting out the window.
@@ -312,7 +314,12 @@ describe('version.published survives a crash of the prompts process', () => {
   it(
     'loses no audit entry of identity or webhooks when each is killed between its change and the relay (issue 29)',
     async () => {
-      await ensure(true, 'identity', 'webhooks')
+      // Held back a minute, not RELAY_DELAY_MS: the window has to outlast both changes and the
+      // kills on a slow, loaded machine (on one, the key's entry went out 5.05 s after its change,
+      // before the kill). The restarts after the kill send at once, so the long hold costs nothing.
+      await Promise.all(['identity', 'webhooks'].map((n) => stack.restart(n, LONG_HOLD)))
+      holding.identity = true
+      holding.webhooks = true
       const org = admin.organizationId
       const key = data<{ apiKey: { _id: string } }>(
         await user('POST', `/api/v1/organizations/${org}/api-keys`, {
