@@ -26,6 +26,24 @@ function statSeconds(path: string): number {
   }
 }
 
+/**
+ * What a process's main thread has used so far (Linux): its system CPU time in seconds (the
+ * kernel's side of its system calls) and its context switches, voluntary (it waited) and not
+ * (the scheduler took the core away). NaN once it is gone.
+ */
+export function mainThreadKernel(pid: number | undefined): { system: number; switches: number } {
+  if (pid === undefined) return { system: Number.NaN, switches: Number.NaN }
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
+    const system = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) / 100
+    const status = readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8')
+    const count = (name: string) => Number(new RegExp(`^${name}:\\s*(\\d+)`, 'm').exec(status)?.[1])
+    return { system, switches: count('voluntary_ctxt_switches') + count('nonvoluntary_ctxt_switches') }
+  } catch {
+    return { system: Number.NaN, switches: Number.NaN }
+  }
+}
+
 /** CPU time (user + system) a process has used so far, in seconds (Linux). */
 export function cpuSeconds(pid: number | undefined): number {
   return pid === undefined ? Number.NaN : statSeconds(`/proc/${pid}/stat`)

@@ -24,6 +24,9 @@
  *   tracing, all at once: 1.0/off <r1>, 0.1/off <r2> (main-thread CPU a request: off <N> µs, ...)
  * where a ratio is off's main-thread CPU a request over the variant's, as the default bench's
  * throughput ratios read (0.95: the variant needs 5 % more CPU a request, 1/0.95).
+ * Under each variant's figure a second line gives, a request, the main thread's system time and
+ * context switches and the CPU of all the process's threads (V8's compilers and GC helpers
+ * included), to tell where a cost the main thread's figure shows is spent.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -31,7 +34,15 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort } from '@pm/testkit'
 import { type Invoker, invoker, prepare, serviceEnv, startSink, tracedEnv } from './invokeSetup.ts'
-import { type Child, mainThreadSeconds, startChild, waitReady, wholeOption } from './processes.ts'
+import {
+  type Child,
+  cpuSeconds,
+  mainThreadKernel,
+  mainThreadSeconds,
+  startChild,
+  waitReady,
+  wholeOption,
+} from './processes.ts'
 import { mean, median } from './stats.ts'
 
 const { values: args } = parseArgs({
@@ -95,6 +106,10 @@ interface Member {
   /** Over all windows: main-thread seconds above idle, requests. */
   cpu: number
   requests: number
+  /** Over all windows: the main thread's system seconds and context switches, every thread's CPU seconds (idle included). */
+  system: number
+  switches: number
+  allThreads: number
 }
 
 const workDir = mkdtempSync(join(tmpdir(), 'pm-bench-together-'))
@@ -136,6 +151,9 @@ try {
         windows: [],
         cpu: 0,
         requests: 0,
+        system: 0,
+        switches: 0,
+        allThreads: 0,
       })
     }
   }
@@ -198,16 +216,23 @@ try {
   for (let w = 1; w <= windows && failure === undefined; w++) {
     const at = members.map((m) => {
       m.answered = 0
-      return mainThreadSeconds(m.proc.child.pid)
+      const pid = m.proc.child.pid
+      return { main: mainThreadSeconds(pid), kernel: mainThreadKernel(pid), all: cpuSeconds(pid) }
     })
     const t0 = performance.now()
     await sleep(seconds * 1000)
     const elapsed = (performance.now() - t0) / 1000
     members.forEach((m, i) => {
-      const used = mainThreadSeconds(m.proc.child.pid) - (at[i] ?? 0) - m.idlePerSecond * elapsed
+      const pid = m.proc.child.pid
+      const from = at[i]
+      const used = mainThreadSeconds(pid) - (from?.main ?? Number.NaN) - m.idlePerSecond * elapsed
       const requests = m.answered
+      const kernel = mainThreadKernel(pid)
       m.cpu += used
       m.requests += requests
+      m.system += kernel.system - (from?.kernel.system ?? Number.NaN)
+      m.switches += kernel.switches - (from?.kernel.switches ?? Number.NaN)
+      m.allThreads += cpuSeconds(pid) - (from?.all ?? Number.NaN)
       m.windows.push(requests > 0 ? (used * 1e6) / requests : Number.NaN)
     })
     log(
@@ -231,6 +256,14 @@ try {
     const windowRatios = v.windowMeans.map((x, w) => x / (off.windowMeans[w] ?? Number.NaN))
     log(
       `${v.variant.label}: main-thread CPU a request ${fmt(v.us, 1)} µs (${fmt((v.us / off.us - 1) * 100)} % over off; processes ${v.own.map((m) => fmt(perProcess(m), 0)).join(', ')}; ${v.own.map((m) => fmt(m.requests / (windows * seconds), 0)).join(', ')} req/s); by window over off: median ${fmt((median(windowRatios) - 1) * 100)} %, ${fmt((Math.min(...windowRatios) - 1) * 100)} to ${fmt((Math.max(...windowRatios) - 1) * 100)} %`,
+    )
+    const per = (pick: (m: Member) => number, scale: number) =>
+      mean(v.own.map((m) => (pick(m) * scale) / m.requests))
+    log(
+      `  ${v.variant.label}, a request: main-thread system time ${fmt(per((m) => m.system, 1e6))} µs, context switches ${fmt(
+        per((m) => m.switches, 1),
+        2,
+      )}, all threads' CPU ${fmt(per((m) => m.allThreads, 1e6))} µs (idle included)`,
     )
   }
   const others = byVariant.filter((v) => v !== off)
