@@ -33,10 +33,10 @@ import type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracin
 /**
  * OpenTelemetry behind the Tracing seam; imported only by `tracingFor` when an OTLP endpoint is
  * set. The SDK's samplers decide, its batch span processor batches and OTLP's serializers encode
- * for otlpExport.ts's transport, which sends through undici; a
- * sampled span itself is this file's `Recorded`, a small ReadableSpan of its own, current through
- * one AsyncLocalStorage: the SDK's span, context manager and propagator ran several times the
- * code a span needs, and code that runs for one request in ten is code the CPU has cold
+ * for otlpExport.ts's transport, which sends through undici; a sampled span itself is this file's
+ * `Recorded`, a small ReadableSpan of its own, current through one AsyncLocalStorage: the SDK's
+ * span, context manager and propagator ran several times the code a span needs, and code that
+ * runs for one request in ten is code the CPU has cold
  * (docs/decisions.md, "A span recorder of our own"). Nothing is registered globally: this object
  * owns its store, processor and exporter, so two of them (tests) never meet.
  */
