@@ -14,16 +14,22 @@ export interface Child {
   stop(): Promise<void>
 }
 
-/** The CPU time (user + system) in a /proc stat file (Linux), in seconds; NaN once it is gone. */
-function statSeconds(path: string): number {
+/** A /proc stat file's user and system CPU time (Linux), in seconds; NaN once it is gone. */
+function statTimes(path: string): { user: number; system: number } {
   try {
     // Fields after the command name (which may hold spaces, hence the last ')'); utime and stime are 14 and 15.
     const stat = readFileSync(path, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / 100
+    return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 }
   } catch {
-    return Number.NaN
+    return { user: Number.NaN, system: Number.NaN }
   }
+}
+
+/** The CPU time (user + system) in a /proc stat file (Linux), in seconds; NaN once it is gone. */
+function statSeconds(path: string): number {
+  const { user, system } = statTimes(path)
+  return user + system
 }
 
 /**
@@ -33,9 +39,8 @@ function statSeconds(path: string): number {
  */
 export function mainThreadKernel(pid: number | undefined): { system: number; switches: number } {
   if (pid === undefined) return { system: Number.NaN, switches: Number.NaN }
+  const { system } = statTimes(`/proc/${pid}/task/${pid}/stat`)
   try {
-    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
-    const system = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) / 100
     const status = readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8')
     const count = (name: string) => Number(new RegExp(`^${name}:\\s*(\\d+)`, 'm').exec(status)?.[1])
     return { system, switches: count('voluntary_ctxt_switches') + count('nonvoluntary_ctxt_switches') }
