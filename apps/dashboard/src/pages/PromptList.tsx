@@ -1,6 +1,6 @@
 import type { ListPromptsQuery } from '@pm/contracts'
 import { keepPreviousData, useQuery } from '@tanstack/react-query'
-import { useEffect, useState } from 'react'
+import { useEffect, useRef, useState } from 'react'
 import { Link, useSearchParams } from 'react-router'
 import { client, useSignedIn } from '../session.ts'
 import { Empty, ErrorBanner, Field, Loading, Pager, promptCount, TagList, When } from '../ui.tsx'
@@ -21,20 +21,22 @@ export function PromptList() {
     : 'all'
   const page = Math.max(1, Number.parseInt(params.get('page') ?? '1', 10) || 1)
 
-  // The search box updates the URL a moment after typing stops.
+  // The search box updates the URL a moment after typing stops. Every other change (visibility,
+  // page) cancels that pending update and carries the typed words itself: a pending one firing
+  // after it, with the URL of the render before, would undo it.
   const [searchInput, setSearchInput] = useState(search)
   const [tagsInput, setTagsInput] = useState(tags)
+  const pending = useRef<ReturnType<typeof setTimeout>>(undefined)
   useEffect(() => {
-    const timer = setTimeout(() => {
-      if (searchInput !== search || tagsInput !== tags)
-        update({ search: searchInput, tags: tagsInput, page: '' })
-    }, 300)
-    return () => clearTimeout(timer)
+    if (searchInput === search && tagsInput === tags) return
+    pending.current = setTimeout(() => update({ page: '' }), 300)
+    return () => clearTimeout(pending.current)
   })
 
   function update(changes: Record<string, string>) {
+    clearTimeout(pending.current)
     const next = new URLSearchParams(params)
-    for (const [key, value] of Object.entries(changes)) {
+    for (const [key, value] of Object.entries({ search: searchInput, tags: tagsInput, ...changes })) {
       if (value && !(key === 'visibility' && value === 'all') && !(key === 'page' && value === '1'))
         next.set(key, value)
       else next.delete(key)
