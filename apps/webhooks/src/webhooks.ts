@@ -3,9 +3,11 @@ import {
   type CreatedWebhook,
   type CreateWebhookRequest,
   DEFAULT_EVENT_TYPES,
+  WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS,
   type DeliveryStatus,
   isEventType,
   pagination,
+  type RotateWebhookSecretRequest,
   type ServiceEvent,
   TEST_EVENT_TYPE,
   type UpdateWebhookRequest,
@@ -15,7 +17,7 @@ import {
 } from '@pm/contracts'
 import { type AuditContext, auditEntry, newId, type SecretBox } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
-import { generateSecret } from './domain/signature.ts'
+import { generateSecret, previousSecretUntil } from './domain/signature.ts'
 import { checkTargetUrl, type HostLookup, SsrfError } from './services/ssrf.ts'
 import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
 import { DISABLED_REASON, type DeliveryWorker } from './worker.ts'
@@ -59,6 +61,7 @@ export function publicWebhook(sub: SubscriptionRecord): Webhook {
     updatedAt: sub.updatedAt,
     disabledAt: sub.disabledAt,
     disabledReason: sub.disabledReason,
+    previousSecretExpiresAt: previousSecretUntil(sub, new Date().toISOString()),
   }
 }
 
@@ -173,7 +176,7 @@ export class Webhooks {
   private audit(
     ctx: AuditContext | undefined,
     organizationId: string,
-    action: 'webhook.created' | 'webhook.updated' | 'webhook.deleted',
+    action: 'webhook.created' | 'webhook.updated' | 'webhook.deleted' | 'webhook.secret_rotated',
     id: string,
     summary: string,
   ) {
@@ -207,6 +210,8 @@ export class Webhooks {
       events: input.events ?? [...DEFAULT_EVENT_TYPES],
       active: input.active ?? true,
       secret: this.opts.secrets.seal(secret, id),
+      previousSecret: null,
+      previousSecretExpiresAt: null,
       createdAt: now,
       updatedAt: now,
       disabledAt: null,
@@ -271,6 +276,54 @@ export class Webhooks {
     // A switched-off subscription receives nothing, queued retries included.
     if (input.active === false && current.active) await this.opts.store.failPending(id, DISABLED_REASON, now)
     return publicWebhook(updated)
+  }
+
+  /**
+   * A new signing secret, answered this once. The one before keeps signing beside it for
+   * `keepPreviousForSeconds` (default 24 h; 0 drops it at once); an older previous one is
+   * dropped. Of two rotations at once one wins and the other is a 409: each would hand out a
+   * secret, and only one can be the subscription's.
+   */
+  async rotateSecret(
+    organizationId: string,
+    id: string,
+    input: RotateWebhookSecretRequest,
+    audit?: AuditContext,
+  ): Promise<CreatedWebhook> {
+    const current = await this.subscription(organizationId, id)
+    const keep = input.keepPreviousForSeconds ?? WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS
+    const nowMs = Date.now()
+    const secret = generateSecret()
+    const until = keep > 0 ? new Date(nowMs + keep * 1000).toISOString() : null
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'webhook.secret_rotated',
+      id,
+      `rotated the signing secret of the webhook to ${targetOf(current.url)}; ${
+        until === null ? 'the previous secret signs no more' : `the previous secret also signs until ${until}`
+      }`,
+    )
+    const rotated = await this.opts.store.rotateSecret(
+      organizationId,
+      id,
+      current.secret,
+      {
+        // Sealed bound to the subscription like the current one, so the sealed value moves as it is.
+        secret: this.opts.secrets.seal(secret, id),
+        previousSecret: until === null ? null : current.secret,
+        previousSecretExpiresAt: until,
+        updatedAt: new Date(nowMs).toISOString(),
+      },
+      entries,
+    )
+    if (!rotated) {
+      await this.subscription(organizationId, id)
+      throw new AppError('CONFLICT', 'the secret was rotated by another request at the same time; try again')
+    }
+    this.audited(entries)
+    this.opts.log.info({ webhookId: id, organizationId, previousUntil: until }, 'webhook secret rotated')
+    return { webhook: publicWebhook(rotated), secret }
   }
 
   async remove(

@@ -3,7 +3,7 @@ import { backgroundRunner, type Metrics, newId, type SecretBox, type Tracing } f
 import type { FastifyBaseLogger } from 'fastify'
 import { sendDelivery } from './services/deliver.ts'
 import { decideOutcome, GONE_REASON } from './domain/outcome.ts'
-import { signDelivery } from './domain/signature.ts'
+import { previousSecretUntil, signDelivery } from './domain/signature.ts'
 import type { HostLookup } from './services/ssrf.ts'
 import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } from './store/types.ts'
 
@@ -206,9 +206,13 @@ export class DeliveryWorker {
   ): Promise<void> {
     const { store, log } = this.opts
     const started = Date.now()
+    const previousUntil = previousSecretUntil(sub, new Date(started).toISOString())
     const headers = {
       ...signDelivery({
         secret: this.opts.secrets.open(sub.secret, sub._id),
+        ...(previousUntil !== null && sub.previousSecret
+          ? { previousSecret: this.opts.secrets.open(sub.previousSecret, sub._id) }
+          : {}),
         eventId: delivery.eventId,
         body: delivery.body,
         timestampSeconds: Math.floor(started / 1000),

@@ -118,6 +118,37 @@ describe('signing secrets at rest', () => {
     expect(onDisk(dir, secret)).toBe(false)
   })
 
+  it('opens a store written before secret rotation: the columns are added, one secret signs', async () => {
+    const dir = tempDir()
+    const db = new DatabaseSync(join(dir, 'webhooks.db'))
+    db.exec(`CREATE TABLE subscriptions (
+      id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,
+      active INTEGER NOT NULL, secret TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+      disabled_at TEXT, disabled_reason TEXT)`)
+    const id = newId()
+    const now = new Date().toISOString()
+    db.prepare('INSERT INTO subscriptions VALUES (?, ?, ?, ?, 1, ?, ?, ?, NULL, NULL)').run(
+      id,
+      newId(),
+      'https://hooks.example.com/in',
+      '["version.published"]',
+      'enc:v1:sealed',
+      now,
+      now,
+    )
+    db.close()
+    const store = new SqliteWebhookStore(join(dir, 'webhooks.db'))
+    try {
+      expect(await store.getSubscriptionById(id)).toMatchObject({
+        secret: 'enc:v1:sealed',
+        previousSecret: null,
+        previousSecretExpiresAt: null,
+      })
+    } finally {
+      await store.close()
+    }
+  })
+
   it('rotates SECRETS_KEY: the previous key opens until the start re-seals under the new one', async () => {
     const dir = tempDir()
     const [a, b] = [newKey(), newKey()]

@@ -35,6 +35,8 @@ function subscription(
     events: ['version.published'],
     active: true,
     secret: 'whsec_c2VjcmV0',
+    previousSecret: null,
+    previousSecretExpiresAt: null,
     createdAt: at(0),
     updatedAt: at(0),
     disabledAt: null,
@@ -120,6 +122,62 @@ for (const backend of backends) {
       expect(seen.get(b._id)).toBe('enc:v1:sealed')
       expect((await s.getSubscriptionById(a._id))?.secret).toBe(`enc:v1:${a._id}`)
       expect((await s.getSubscriptionById(b._id))?.secret).toBe('enc:v1:sealed')
+    })
+
+    it('reseals a rotated-out secret that still signs, beside the current one', async () => {
+      const s = await open()
+      const sub = subscription(newId(), {
+        secret: 'enc:v1:current',
+        previousSecret: 'whsec_cHJldmlvdXM=',
+        previousSecretExpiresAt: at(60_000),
+      })
+      await s.createSubscription(sub)
+      const n = await s.resealSecrets((id, stored) =>
+        stored.startsWith('whsec_') ? `enc:v1:${id}:prev` : null,
+      )
+      expect(n).toBe(1)
+      const after = await s.getSubscriptionById(sub._id)
+      expect([after?.secret, after?.previousSecret, after?.previousSecretExpiresAt]).toEqual([
+        'enc:v1:current',
+        `enc:v1:${sub._id}:prev`,
+        at(60_000),
+      ])
+    })
+
+    it('rotates a secret only from the one expected (of two rotations at once, one wins), within its workspace', async () => {
+      const s = await open()
+      const org = newId()
+      const sub = subscription(org, { secret: 'enc:v1:first' })
+      await s.createSubscription(sub)
+      const rotation = {
+        secret: 'enc:v1:second',
+        previousSecret: 'enc:v1:first',
+        previousSecretExpiresAt: at(3_600_000),
+        updatedAt: at(1_000),
+      }
+      expect(await s.rotateSecret(newId(), sub._id, 'enc:v1:first', rotation)).toBeNull()
+      const rotated = await s.rotateSecret(org, sub._id, 'enc:v1:first', rotation)
+      expect(rotated).toMatchObject({ _id: sub._id, ...rotation })
+      // The loser of a race still expects the first secret.
+      expect(
+        await s.rotateSecret(org, sub._id, 'enc:v1:first', { ...rotation, secret: 'enc:v1:third' }),
+      ).toBeNull()
+      // A rotation that drops the previous one at once.
+      const dropped = await s.rotateSecret(org, sub._id, 'enc:v1:second', {
+        secret: 'enc:v1:third',
+        previousSecret: null,
+        previousSecretExpiresAt: null,
+        updatedAt: at(2_000),
+      })
+      expect(dropped).toMatchObject({
+        secret: 'enc:v1:third',
+        previousSecret: null,
+        previousSecretExpiresAt: null,
+      })
+      expect(await s.getSubscriptionById(sub._id)).toMatchObject({
+        secret: 'enc:v1:third',
+        previousSecret: null,
+      })
     })
 
     it('keeps subscriptions per workspace and finds the active ones for an event type', async () => {

@@ -456,6 +456,96 @@ describe('webhooks service', () => {
       )
     })
 
+    it('rotates the secret: shown once, both sign during the overlap, 0 drops the old one; audited; races answer 409', async () => {
+      const audit: AuditEntry[] = []
+      await h.bus.consume(SUBJECTS.auditEntry, 'test-audit-rotation', async (data) => {
+        audit.push(data as AuditEntry)
+      })
+      const { webhook, secret: first } = await create(h, `${receiver.base}/rotated`)
+      const base = `/api/v1/organizations/${h.org}/webhooks/${webhook._id}`
+      /** The next test delivery's request, and which of `secrets` verify it (both headers agree). */
+      const verifiedBy = async (secrets: string[]) => {
+        expect((await h.call<WebhookDelivery>('POST', `${base}/test`)).status).toBe(200)
+        const req = receiver.to('/rotated').at(-1)
+        if (!req) throw new Error('no request')
+        const headers = req.headers as Record<string, string>
+        return secrets.map((secret) => {
+          const standard = (() => {
+            try {
+              new StandardWebhook(secret).verify(req.body, headers)
+              return true
+            } catch {
+              return false
+            }
+          })()
+          expect(verifyServiceSignature(headers['x-service-signature'], req.body, secret)).toBe(standard)
+          return standard
+        })
+      }
+
+      // No body: the defaults (the previous secret signs for 24 hours more).
+      const before = Date.now()
+      const rotated = await h.call<CreatedWebhook>('POST', `${base}/rotate-secret`)
+      expect(rotated.status).toBe(200)
+      const second = rotated.body.secret
+      expect(second).toMatch(/^whsec_/)
+      expect(second).not.toBe(first)
+      const until = Date.parse(rotated.body.webhook.previousSecretExpiresAt ?? '')
+      expect(until - before).toBeGreaterThanOrEqual(86_400_000)
+      expect(until - Date.now()).toBeLessThanOrEqual(86_400_000)
+      const got = await h.call<Webhook>('GET', base)
+      expect(got.body).toEqual(rotated.body.webhook)
+      expect(JSON.stringify(got.body)).not.toMatch(/whsec_/)
+      expect(await verifiedBy([second, first])).toEqual([true, true])
+      const header = String(receiver.to('/rotated').at(-1)?.headers['x-service-signature'])
+      expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/)
+
+      // A leaked secret: dropped at once, and the one before it with it.
+      const dropped = await h.call<CreatedWebhook>('POST', `${base}/rotate-secret`, {
+        keepPreviousForSeconds: 0,
+      })
+      expect(dropped.status).toBe(200)
+      expect(dropped.body.webhook.previousSecretExpiresAt).toBeNull()
+      const third = dropped.body.secret
+      expect(await verifiedBy([third, second, first])).toEqual([true, false, false])
+
+      for (const body of [
+        { keepPreviousForSeconds: -1 },
+        { keepPreviousForSeconds: 604_801 },
+        { keepPreviousForSeconds: 1.5 },
+        { extra: true },
+      ]) {
+        const res = await h.call<{ error: { code: string } }>('POST', `${base}/rotate-secret`, body)
+        expect([res.status, res.body.error.code], JSON.stringify(body)).toEqual([400, 'VALIDATION_ERROR'])
+      }
+      expect(
+        (await h.call('POST', `/api/v1/organizations/${h.org}/webhooks/${newId()}/rotate-secret`)).status,
+      ).toBe(404)
+      expect((await h.call('POST', `${base}/rotate-secret`, {}, { role: 'MEMBER' })).status).toBe(403)
+
+      // Two at once: each answer is a 200 or a 409, and every secret a 200 handed out signs.
+      const race = await Promise.all(
+        [1, 2].map(() => h.call<CreatedWebhook>('POST', `${base}/rotate-secret`, {})),
+      )
+      const won = race.filter((r) => r.status === 200).map((r) => r.body.secret)
+      expect(race.every((r) => r.status === 200 || r.status === 409)).toBe(true)
+      expect(won.length).toBeGreaterThanOrEqual(1)
+      expect(await verifiedBy(won)).toEqual(won.map(() => true))
+
+      await vi.waitFor(
+        () =>
+          expect(
+            audit.filter((e) => e.resource.id === webhook._id && e.action === 'webhook.secret_rotated'),
+          ).toHaveLength(2 + won.length),
+        { timeout: 5_000, interval: 20 },
+      )
+      const summaries = audit.filter((e) => e.action === 'webhook.secret_rotated').map((e) => e.summary)
+      expect(summaries[1]).toBe(
+        `rotated the signing secret of the webhook to ${new URL(receiver.base).host}; the previous secret signs no more`,
+      )
+      expect(JSON.stringify(audit)).not.toMatch(/whsec_/)
+    })
+
     it('redelivers a delivery under the same ids, with a fresh retry round', async () => {
       const { webhook } = await create(h, `${receiver.base}/redeliver`)
       const e = event(h.org)

@@ -41,6 +41,7 @@ export const AUDIT_ACTIONS = [
   'webhook.created',
   'webhook.updated',
   'webhook.deleted',
+  'webhook.secret_rotated',
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 

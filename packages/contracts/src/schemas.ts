@@ -117,6 +117,7 @@ export const ALL_SCHEMAS: TSchema[] = [
   webhooks.Webhook,
   webhooks.CreateWebhookRequest,
   webhooks.UpdateWebhookRequest,
+  webhooks.RotateWebhookSecretRequest,
   webhooks.CreatedWebhook,
   webhooks.WebhookList,
   webhooks.WebhookDeliveryAttempt,

@@ -29,6 +29,11 @@ export const Webhook = Type.Object(
     /** Set when the service turned the subscription off (a receiver answered 410 Gone). */
     disabledAt: Nullable(Timestamp),
     disabledReason: Nullable(Type.String()),
+    /**
+     * After a rotation that kept the previous signing secret: until when deliveries are signed
+     * with both (the current one first). null when one secret signs.
+     */
+    previousSecretExpiresAt: Nullable(Timestamp),
   },
   { $id: 'Webhook' },
 )
@@ -55,7 +60,26 @@ export const UpdateWebhookRequest = Type.Object(
 )
 export type UpdateWebhookRequest = Static<typeof UpdateWebhookRequest>
 
-/** Returned once, at creation: the only time the signing secret is shown. */
+/** The longest a rotated-out secret may keep signing beside the new one: 7 days. */
+export const WEBHOOK_SECRET_OVERLAP_MAX_SECONDS = 7 * 24 * 3600
+/** How long it does when the request does not say: 24 hours. */
+export const WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS = 24 * 3600
+
+export const RotateWebhookSecretRequest = Type.Object(
+  {
+    /**
+     * How long the previous secret keeps signing deliveries beside the new one, so receivers can
+     * switch without refusing any; 0 drops it at once (a leaked secret). Default 86400 (24 h).
+     */
+    keepPreviousForSeconds: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: WEBHOOK_SECRET_OVERLAP_MAX_SECONDS }),
+    ),
+  },
+  { $id: 'RotateWebhookSecretRequest', additionalProperties: false },
+)
+export type RotateWebhookSecretRequest = Static<typeof RotateWebhookSecretRequest>
+
+/** Returned once, at creation or rotation: the only time the signing secret is shown. */
 export const CreatedWebhook = Type.Object(
   { webhook: Type.Ref(Webhook), secret: Type.String({ pattern: '^whsec_' }) },
   { $id: 'CreatedWebhook' },

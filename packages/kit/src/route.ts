@@ -4,6 +4,7 @@ import type { TSchema } from '@sinclair/typebox'
 import type {
   ContextConfigDefault,
   FastifyBaseLogger,
+  FastifyRequest,
   FastifySchema,
   preHandlerHookHandler,
   preValidationHookHandler,
@@ -41,6 +42,14 @@ export type DeclaredHandler<R extends RouteSpec> = RouteHandlerMethod<
 export interface RouteExtras {
   /** Runs before validation (e.g. a missing optional body validated as `{}`). */
   preValidation?: preValidationHookHandler
+}
+
+/**
+ * For routes whose body is optional (publish, logout, a secret's rotation): a request sent
+ * without any body is validated as `{}` instead of failing "body must be object".
+ */
+export async function emptyBodyAsObject(request: FastifyRequest): Promise<void> {
+  if (request.body === undefined) request.body = {}
 }
 
 /** The schema a service validates and serializes with, taken from the route's declaration. */

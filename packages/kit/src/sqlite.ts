@@ -40,6 +40,26 @@ export function openSqlite(file: string, schema: string[]): DatabaseSync {
   return db
 }
 
+/**
+ * Adds a column that a later version of a table has, when this database's table lacks it, so
+ * that a database of any age goes through the same step. Another process opening the same file
+ * may have added it first. `table`, `column` and `definition` are the code's own constants.
+ */
+export function addColumnIfMissing(
+  db: DatabaseSync,
+  table: string,
+  column: string,
+  definition: string,
+): void {
+  const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name?: unknown }[]
+  if (columns.some((c) => c.name === column)) return
+  try {
+    db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`)
+  } catch (err) {
+    if (!String(err).includes('duplicate column')) throw err
+  }
+}
+
 /** Closes a database opened by openSqlite and drops this process's holder file. */
 export function closeSqlite(db: DatabaseSync): void {
   if (!db.isOpen) return

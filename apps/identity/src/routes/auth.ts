@@ -6,7 +6,7 @@ import {
   REFRESH_COOKIE_PATH,
   SESSION_HINT_COOKIE,
 } from '@pm/contracts'
-import { requestOrigin, route, type Service } from '@pm/kit'
+import { emptyBodyAsObject, requestOrigin, route, type Service } from '@pm/kit'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { IdentityDeps } from '../deps.ts'
 import type { SessionTokens } from '../services/sessions.ts'
@@ -63,11 +63,6 @@ function refreshTokenOf(
     throw new AppError('FORBIDDEN', `the ${CSRF_HEADER} header is required with the session cookie`)
   }
   return { token, cookie: true }
-}
-
-/** A logout without a body (cookie mode) is validated as `{}`. */
-async function emptyBodyAsObject(request: FastifyRequest): Promise<void> {
-  if (request.body === undefined) request.body = {}
 }
 
 export function authRoutes(app: Service, deps: IdentityDeps): void {

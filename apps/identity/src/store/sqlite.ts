@@ -1,6 +1,7 @@
 import type { DatabaseSync } from 'node:sqlite'
 import type { AuditEntry } from '@pm/contracts'
 import {
+  addColumnIfMissing,
   AUDIT_OUTBOX_SCHEMA,
   type AuditOutbox,
   insertAuditOutbox,
@@ -79,15 +80,7 @@ function toUser(r: Row): UserRecord {
  * goes through the same steps). Protected environments: DESIGN section 15.
  */
 function migrateIdentity(db: DatabaseSync): void {
-  const columns = db.prepare('PRAGMA table_info(organizations)').all() as { name?: unknown }[]
-  if (!columns.some((c) => c.name === 'protected_environments')) {
-    try {
-      db.exec("ALTER TABLE organizations ADD COLUMN protected_environments TEXT NOT NULL DEFAULT '[]'")
-    } catch (err) {
-      // Another process opening the same file added it first.
-      if (!String(err).includes('duplicate column')) throw err
-    }
-  }
+  addColumnIfMissing(db, 'organizations', 'protected_environments', "TEXT NOT NULL DEFAULT '[]'")
 }
 
 function toOrg(r: Row): OrganizationRecord {

@@ -1,5 +1,3 @@
-import type { FastifyRequest } from 'fastify'
-
 /** Who makes this change, for its audit entry (the actor named as the gateway named it). */
 export { auditContextOf } from '@pm/kit'
 
@@ -13,11 +11,3 @@ export {
   VariableParams,
   VersionParams,
 } from '@pm/contracts'
-
-/**
- * For routes whose body is optional (publish, save-and-publish, restore): a request sent
- * without any body is validated as `{}` instead of failing "body must be object".
- */
-export async function emptyBodyAsObject(request: FastifyRequest): Promise<void> {
-  if (request.body === undefined) request.body = {}
-}

@@ -1,8 +1,8 @@
 import { API_ROUTES } from '@pm/contracts'
-import { requireOrganization, requireUser, route, type Service } from '@pm/kit'
+import { emptyBodyAsObject, requireOrganization, requireUser, route, type Service } from '@pm/kit'
 import type { PromptsDeps } from '../deps.ts'
 import { publicPrompt } from '../domain/views.ts'
-import { auditContextOf, emptyBodyAsObject } from './common.ts'
+import { auditContextOf } from './common.ts'
 
 export function versionRoutes(app: Service, { service }: PromptsDeps): void {
   route(

@@ -54,6 +54,34 @@ describe('signDelivery', () => {
     const std = createHmac('sha256', key).update(`evt_1.${t}.${body}`).digest('base64')
     expect(headers['webhook-signature']).toBe(`v1,${std}`)
   })
+
+  it('during a rotation signs with both secrets, the current one first; either verifies, a third does not', () => {
+    const current = generateSecret()
+    const previous = generateSecret()
+    const t = now()
+    const headers = signDelivery({
+      secret: current,
+      previousSecret: previous,
+      eventId: 'evt_1',
+      body,
+      timestampSeconds: t,
+    })
+    const sig = (secret: string, data: string, encoding: 'hex' | 'base64') =>
+      createHmac('sha256', secretKeyBytes(secret)).update(data).digest(encoding)
+    expect(headers['X-Service-Signature']).toBe(
+      `t=${t},v1=${sig(current, `${t}.${body}`, 'hex')},v1=${sig(previous, `${t}.${body}`, 'hex')}`,
+    )
+    expect(headers['webhook-signature']).toBe(
+      `v1,${sig(current, `evt_1.${t}.${body}`, 'base64')} v1,${sig(previous, `evt_1.${t}.${body}`, 'base64')}`,
+    )
+    for (const secret of [current, previous]) {
+      expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body))
+      expect(verifyServiceSignature(headers['X-Service-Signature'], body, secret)).toBe(true)
+    }
+    const other = generateSecret()
+    expect(() => new Webhook(other).verify(body, headers)).toThrow()
+    expect(verifyServiceSignature(headers['X-Service-Signature'], body, other)).toBe(false)
+  })
 })
 
 describe('verifyServiceSignature', () => {

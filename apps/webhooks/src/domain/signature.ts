@@ -30,8 +30,27 @@ export function secretKeyBytes(secret: string): Buffer {
   return key
 }
 
+/**
+ * Until when a subscription's rotated-out secret still signs, or null: none kept, or its time is
+ * over at `now` (ISO-8601; an expired one stays stored, sealed, until the next rotation drops it,
+ * and signs nothing).
+ */
+export function previousSecretUntil(
+  sub: { previousSecret?: string | null; previousSecretExpiresAt?: string | null },
+  now: string,
+): string | null {
+  const until = sub.previousSecretExpiresAt ?? null
+  return sub.previousSecret && until !== null && until > now ? until : null
+}
+
 export interface SignDeliveryInput {
   secret: string
+  /**
+   * A rotated-out secret still in its overlap: each header then carries a second signature made
+   * with it, after the current one (`v1=<current>,v1=<previous>`; `v1,<current> v1,<previous>` in
+   * Standard Webhooks' space-separated list), so a receiver verifies with either secret.
+   */
+  previousSecret?: string | undefined
   /** Becomes `webhook-id`: stable across retries, so receivers can deduplicate on it. */
   eventId: string
   /**
@@ -46,19 +65,24 @@ export interface SignDeliveryInput {
 }
 
 export function signDelivery(input: SignDeliveryInput): Record<string, string> {
-  const key = secretKeyBytes(input.secret)
+  const keys = [input.secret, ...(input.previousSecret === undefined ? [] : [input.previousSecret])].map(
+    secretKeyBytes,
+  )
   const t = Math.floor(input.timestampSeconds)
   if (!Number.isSafeInteger(t) || t < 0)
     throw new RangeError('timestampSeconds must be a unix time in seconds')
-  const serviceSig = createHmac('sha256', key).update(`${t}.${input.body}`, 'utf8').digest('hex')
-  const standardSig = createHmac('sha256', key)
-    .update(`${input.eventId}.${t}.${input.body}`, 'utf8')
-    .digest('base64')
+  const serviceSigs = keys.map(
+    (key) => `v1=${createHmac('sha256', key).update(`${t}.${input.body}`, 'utf8').digest('hex')}`,
+  )
+  const standardSigs = keys.map(
+    (key) =>
+      `v1,${createHmac('sha256', key).update(`${input.eventId}.${t}.${input.body}`, 'utf8').digest('base64')}`,
+  )
   return {
-    [SERVICE_SIGNATURE_HEADER]: `t=${t},v1=${serviceSig}`,
+    [SERVICE_SIGNATURE_HEADER]: `t=${t},${serviceSigs.join(',')}`,
     'webhook-id': input.eventId,
     'webhook-timestamp': String(t),
-    'webhook-signature': `v1,${standardSig}`,
+    'webhook-signature': standardSigs.join(' '),
     'content-type': 'application/json',
   }
 }

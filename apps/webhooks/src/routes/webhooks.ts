@@ -1,5 +1,5 @@
 import { API_ROUTES, AppError } from '@pm/contracts'
-import { auditContextOf, route, type Service } from '@pm/kit'
+import { auditContextOf, emptyBodyAsObject, route, type Service } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
 import type { Webhooks } from '../webhooks.ts'
 
@@ -55,6 +55,16 @@ export function webhookRoutes(app: Service, deps: { webhooks: Webhooks }): void 
     const org = requireManager(request, request.params.id)
     return webhooks.remove(org, request.params.webhookId, auditContextOf(request))
   })
+
+  route(
+    app,
+    API_ROUTES.rotateWebhookSecret,
+    async (request) => {
+      const org = requireManager(request, request.params.id)
+      return webhooks.rotateSecret(org, request.params.webhookId, request.body, auditContextOf(request))
+    },
+    { preValidation: emptyBodyAsObject },
+  )
 
   route(app, API_ROUTES.testWebhook, async (request) => {
     const org = requireManager(request, request.params.id)

@@ -12,6 +12,7 @@ import type {
   DeliveryOutcome,
   DeliveryRecord,
   Page,
+  SecretRotation,
   SubscriptionPatch,
   SubscriptionRecord,
   WebhookStore,
@@ -139,6 +140,29 @@ export class MongoWebhookStore implements WebhookStore {
         { $set },
         { returnDocument: 'after', session },
       )
+      if (sub) await this.auditOutbox.insert(audit, session)
+      return sub
+    })
+  }
+
+  async rotateSecret(
+    organizationId: string,
+    id: string,
+    expected: string,
+    next: SecretRotation,
+    audit: AuditEntry[] = [],
+  ): Promise<SubscriptionRecord | null> {
+    // Compare-and-set on the secret: of two rotations at once, one matches.
+    const filter = { _id: id, organizationId, secret: expected }
+    const update = { $set: { ...next } }
+    if (audit.length === 0) {
+      return this.subscriptions.findOneAndUpdate(filter, update, { returnDocument: 'after' })
+    }
+    return mongoTransaction(this.client, async (session) => {
+      const sub = await this.subscriptions.findOneAndUpdate(filter, update, {
+        returnDocument: 'after',
+        session,
+      })
       if (sub) await this.auditOutbox.insert(audit, session)
       return sub
     })
@@ -325,14 +349,22 @@ export class MongoWebhookStore implements WebhookStore {
 
   async resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number> {
     let n = 0
-    const cursor = this.subscriptions.find({}, { projection: { _id: 1, secret: 1 } })
+    const cursor = this.subscriptions.find({}, { projection: { _id: 1, secret: 1, previousSecret: 1 } })
     for await (const doc of cursor) {
+      const previous = doc.previousSecret ?? null
       const next = reseal(doc._id, doc.secret)
-      if (next === null) continue
-      // Compare-and-set: a replica that re-sealed it first wins, and nothing is sealed twice.
+      const nextPrevious = previous === null ? null : reseal(doc._id, previous)
+      if (next === null && nextPrevious === null) continue
+      // Compare-and-set: a replica that re-sealed it (or a rotation that replaced it) first wins,
+      // and nothing is sealed twice. `previousSecret: null` also matches a document without it.
       const res = await this.subscriptions.updateOne(
-        { _id: doc._id, secret: doc.secret },
-        { $set: { secret: next } },
+        { _id: doc._id, secret: doc.secret, previousSecret: previous },
+        {
+          $set: {
+            secret: next ?? doc.secret,
+            ...(nextPrevious === null ? {} : { previousSecret: nextPrevious }),
+          },
+        },
       )
       n += res.modifiedCount
     }

@@ -1,6 +1,7 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import type { AuditEntry, DeliveryStatus } from '@pm/contracts'
 import {
+  addColumnIfMissing,
   AUDIT_OUTBOX_SCHEMA,
   type AuditOutbox,
   insertAuditOutbox,
@@ -20,6 +21,7 @@ import type {
   DeliveryOutcome,
   DeliveryRecord,
   Page,
+  SecretRotation,
   SubscriptionPatch,
   SubscriptionRecord,
   WebhookStore,
@@ -64,6 +66,8 @@ function toSubscription(r: Row): SubscriptionRecord {
     events: JSON.parse(s(r.events)) as string[],
     active: r.active === 1,
     secret: s(r.secret),
+    previousSecret: sOrNull(r.previous_secret),
+    previousSecretExpiresAt: sOrNull(r.previous_secret_expires_at),
     createdAt: s(r.created_at),
     updatedAt: s(r.updated_at),
     disabledAt: sOrNull(r.disabled_at),
@@ -124,6 +128,9 @@ export class SqliteWebhookStore implements WebhookStore {
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    // Secret rotation (a previous secret that keeps signing for a while): stores written before it.
+    addColumnIfMissing(this.db, 'subscriptions', 'previous_secret', 'TEXT')
+    addColumnIfMissing(this.db, 'subscriptions', 'previous_secret_expires_at', 'TEXT')
     // Freed space is zeroed, so a secret replaced by its sealed form leaves no clear copy behind.
     this.db.exec('PRAGMA secure_delete = ON')
     this.outbox = sqliteAuditOutbox(() => this.db)
@@ -152,14 +159,17 @@ export class SqliteWebhookStore implements WebhookStore {
 
   private insertSubscription(sub: SubscriptionRecord): void {
     this.run(
-      `INSERT INTO subscriptions (id, organization_id, url, events, active, secret, created_at, updated_at,
-       disabled_at, disabled_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO subscriptions (id, organization_id, url, events, active, secret, previous_secret,
+       previous_secret_expires_at, created_at, updated_at, disabled_at, disabled_reason)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       sub._id,
       sub.organizationId,
       sub.url,
       JSON.stringify(sub.events),
       sub.active ? 1 : 0,
       sub.secret,
+      sub.previousSecret ?? null,
+      sub.previousSecretExpiresAt ?? null,
       sub.createdAt,
       sub.updatedAt,
       sub.disabledAt,
@@ -234,6 +244,35 @@ export class SqliteWebhookStore implements WebhookStore {
       const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
       return r ? toSubscription(r) : null
     })
+  }
+
+  async rotateSecret(
+    organizationId: string,
+    id: string,
+    expected: string,
+    next: SecretRotation,
+    audit: AuditEntry[] = [],
+  ): Promise<SubscriptionRecord | null> {
+    const rotated = transaction(this.db, () => {
+      const changed = this.run(
+        `UPDATE subscriptions SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, updated_at = ?
+         WHERE id = ? AND organization_id = ? AND secret = ?`,
+        next.secret,
+        next.previousSecret,
+        next.previousSecretExpiresAt,
+        next.updatedAt,
+        id,
+        organizationId,
+        expected,
+      )
+      if (changed === 0) return null
+      insertAuditOutbox(this.db, audit)
+      const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
+      return r ? toSubscription(r) : null
+    })
+    // A secret dropped at once (a leaked one) leaves no copy in the WAL either.
+    if (rotated && next.previousSecret === null) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+    return rotated
   }
 
   async deleteSubscription(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
@@ -447,14 +486,20 @@ export class SqliteWebhookStore implements WebhookStore {
   async resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number> {
     const changed = transaction(this.db, () => {
       let n = 0
-      for (const r of queryAll(this.db, 'SELECT id, secret FROM subscriptions')) {
-        const next = reseal(s(r.id), s(r.secret))
-        if (next === null) continue
+      for (const r of queryAll(this.db, 'SELECT id, secret, previous_secret FROM subscriptions')) {
+        const id = s(r.id)
+        const previous = sOrNull(r.previous_secret)
+        const next = reseal(id, s(r.secret))
+        const nextPrevious = previous === null ? null : reseal(id, previous)
+        if (next === null && nextPrevious === null) continue
         n += this.run(
-          'UPDATE subscriptions SET secret = ? WHERE id = ? AND secret = ?',
-          next,
-          s(r.id),
+          `UPDATE subscriptions SET secret = ?, previous_secret = ?
+           WHERE id = ? AND secret = ? AND previous_secret IS ?`,
+          next ?? s(r.secret),
+          nextPrevious ?? previous,
+          id,
           s(r.secret),
+          previous,
         )
       }
       return n

@@ -14,6 +14,13 @@ export interface SubscriptionRecord {
    * clear until the start-up migration (resealSecrets) seals it.
    */
   secret: string
+  /**
+   * After a rotation that kept it: the secret before, sealed like `secret`, which also signs
+   * deliveries until `previousSecretExpiresAt`. null (or absent, in a document written before
+   * rotation existed) when one secret signs. Dropped by the next rotation.
+   */
+  previousSecret?: string | null
+  previousSecretExpiresAt?: string | null
   createdAt: string
   updatedAt: string
   disabledAt: string | null
@@ -23,6 +30,14 @@ export interface SubscriptionRecord {
 export type SubscriptionPatch = Partial<
   Pick<SubscriptionRecord, 'url' | 'events' | 'active' | 'disabledAt' | 'disabledReason'>
 > & { updatedAt: string }
+
+/** What a rotation writes: the new sealed secret, and the one before it while it keeps signing. */
+export interface SecretRotation {
+  secret: string
+  previousSecret: string | null
+  previousSecretExpiresAt: string | null
+  updatedAt: string
+}
 
 export interface DeliveryRecord {
   _id: string
@@ -102,6 +117,18 @@ export interface WebhookStore extends AuditOutbox {
     patch: SubscriptionPatch,
     audit?: AuditEntry[],
   ): Promise<SubscriptionRecord | null>
+  /**
+   * Replaces the signing secret when it is still `expected` (compare-and-set: of two rotations
+   * at once, one wins), with the audit entries in the same write. Null when the subscription is
+   * not there or its secret changed meanwhile.
+   */
+  rotateSecret(
+    organizationId: string,
+    id: string,
+    expected: string,
+    next: SecretRotation,
+    audit?: AuditEntry[],
+  ): Promise<SubscriptionRecord | null>
   /** Removes the subscription with its deliveries and their attempts; false when it was not there. */
   deleteSubscription(organizationId: string, id: string, audit?: AuditEntry[]): Promise<boolean>
 
@@ -152,8 +179,9 @@ export interface WebhookStore extends AuditOutbox {
   failPending(subscriptionId: string, reason: string, now: string): Promise<number>
 
   /**
-   * Rewrites stored secrets: `reseal` gets each subscription's id and stored secret and returns
-   * the value to store instead, or null to leave it. A secret changed meanwhile is left as it is
+   * Rewrites stored secrets: `reseal` gets each subscription's id and stored secret (the current
+   * one, and a previous one still kept) and returns the value to store instead, or null to leave
+   * it. A subscription whose secrets changed meanwhile is left as it is
    * (compare-and-set). Leaves no earlier value readable in the store's files where the backend
    * allows it. Returns how many were rewritten.
    */

@@ -4,6 +4,7 @@ import {
   CreateWebhookRequest,
   DeliveryParams,
   ListDeliveriesQuery,
+  RotateWebhookSecretRequest,
   UpdateWebhookRequest,
   Webhook,
   WebhookDelivery,
@@ -76,6 +77,24 @@ export const WEBHOOK_ROUTES = {
     status: 200,
     response: Deleted,
     errors: ['FORBIDDEN'],
+  },
+  rotateWebhookSecret: {
+    method: 'POST',
+    path: `${ORG_PREFIX}/webhooks/:webhookId/rotate-secret`,
+    tag: 'webhooks',
+    summary: 'Rotate the signing secret',
+    description:
+      'Answers a new signing secret (`whsec_...`), shown this once. The previous one keeps signing ' +
+      'every delivery beside it for `keepPreviousForSeconds` (default 24 hours, at most 7 days, 0 ' +
+      'to drop it at once): both headers then carry two signatures, so a receiver verifies with ' +
+      'either secret while it switches. A rotation drops any earlier previous secret. The body ' +
+      'may be left out. 409 when another rotation of the same subscription won.',
+    ...keyOrUser('webhooks', 'path', 'organization:write'),
+    params: WebhookParams,
+    body: RotateWebhookSecretRequest,
+    status: 200,
+    response: CreatedWebhook,
+    errors: ['FORBIDDEN', 'CONFLICT'],
   },
   testWebhook: {
     method: 'POST',
