@@ -334,7 +334,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
       .toBe(401)
   })
 
-  it('webhooks: create (secret once), a publish is delivered and logged with its attempts, test, redeliver, edit, disable, delete', async () => {
+  it('webhooks: create (secret once), a publish is delivered and logged with its attempts, test, redeliver, rotate the secret, edit, disable, delete', async () => {
     await page.getByRole('link', { name: 'Webhooks' }).click()
     await page.waitForURL(/\/settings\/webhooks$/)
     await expect.poll(() => page.getByRole('heading', { name: 'No webhooks yet' }).isVisible()).toBe(true)
@@ -417,8 +417,25 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     // Delivered (the receiver answers 200 now) before the webhook is edited below.
     await expect.poll(() => receiver.to('/hooks/publish').length, { timeout: 20_000 }).toBe(5)
 
-    // Edit: another URL; then disable, then delete (with a confirmation).
+    // Rotate the secret with the default overlap: the new one is shown once, in its row, and the
+    // row says until when the previous one also signs.
     await page.getByRole('link', { name: '← All webhooks' }).click()
+    const row = page.getByRole('listitem').filter({ hasText: url })
+    await row.getByRole('button', { name: 'Rotate secret' }).click()
+    const rotate = page.getByRole('dialog', { name: 'Rotate the signing secret?' })
+    expect(await rotate.getByLabel('24 hours (default)').isChecked()).toBe(true)
+    await rotate.getByRole('button', { name: 'Rotate secret' }).click()
+    const rotated = row.getByRole('region', { name: `New signing secret of ${url}` })
+    await expect.poll(() => rotated.isVisible()).toBe(true)
+    const newSecret = await rotated.getByLabel(`New signing secret of ${url}`).inputValue()
+    expect(newSecret).toMatch(/^whsec_/)
+    expect(newSecret).not.toBe(secret)
+    await expect.poll(() => row.getByText('Previous secret also signs until').isVisible()).toBe(true)
+    await check('settings-webhook-rotated')
+    await rotated.getByRole('button', { name: 'I have copied it' }).click()
+    expect(await page.content()).not.toContain(newSecret)
+
+    // Edit: another URL; then disable, then delete (with a confirmation).
     await page.getByRole('button', { name: 'Edit' }).click()
     const edit = page.getByRole('dialog', { name: 'Edit webhook' })
     await edit.getByLabel('Endpoint URL').fill(`${receiver.base}/hooks/other`)

@@ -1,6 +1,13 @@
-import { type CreatedWebhook, EVENT_TYPES, type Webhook, type WebhookDelivery } from '@pm/contracts'
+import {
+  type CreatedWebhook,
+  EVENT_TYPES,
+  WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS,
+  WEBHOOK_SECRET_OVERLAP_MAX_SECONDS,
+  type Webhook,
+  type WebhookDelivery,
+} from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { useId, useState } from 'react'
+import { type ReactNode, useId, useState } from 'react'
 import { Link } from 'react-router'
 import { client, useSignedIn } from '../../session.ts'
 import { ConfirmDialog, Dialog, Empty, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
@@ -8,7 +15,7 @@ import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './co
 
 type EventType = (typeof EVENT_TYPES)[number]
 
-/** Webhook subscriptions: create (secret shown once), edit, disable, delete, test send. */
+/** Webhook subscriptions: create (secret shown once), edit, disable, delete, test send, rotate the secret. */
 export function Webhooks() {
   const { role, pending, error } = useMyRole()
   if (pending) return <Loading label="Checking your role" />
@@ -29,16 +36,11 @@ function ManageWebhooks() {
   return (
     <>
       {created ? (
-        <SecretOnce
+        <SigningSecret
           label={`Signing secret of ${created.webhook.url}`}
-          value={created.secret}
+          created={created}
           onDone={() => setCreated(null)}
-        >
-          <p className="small">
-            Your receiver checks each delivery's signature with it (Standard Webhooks: the{' '}
-            <code>webhook-signature</code> header).
-          </p>
-        </SecretOnce>
+        />
       ) : (
         <CreateWebhook
           onCreated={(result) => {
@@ -65,6 +67,37 @@ function ManageWebhooks() {
         )}
       </section>
     </>
+  )
+}
+
+/**
+ * A signing secret as the service answers it, once: at creation, and again (a new one) at each
+ * rotation.
+ */
+function SigningSecret({
+  label,
+  created,
+  onDone,
+  children,
+}: {
+  label: string
+  created: CreatedWebhook
+  onDone: () => void
+  children?: ReactNode
+}) {
+  return (
+    <SecretOnce
+      label={label}
+      value={created.secret}
+      kept="The service keeps it encrypted, to sign deliveries with it."
+      onDone={onDone}
+    >
+      {children}
+      <p className="small">
+        Your receiver checks each delivery's signature with it (Standard Webhooks: the{' '}
+        <code>webhook-signature</code> header).
+      </p>
+    </SecretOnce>
   )
 }
 
@@ -151,6 +184,10 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
   const queryClient = useQueryClient()
   const [editing, setEditing] = useState(false)
   const [deleting, setDeleting] = useState(false)
+  const [rotating, setRotating] = useState(false)
+  const [keepFor, setKeepFor] = useState(WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS)
+  /** The new secret, shown in this row until dismissed. */
+  const [rotated, setRotated] = useState<CreatedWebhook | null>(null)
   const refresh = () => {
     queryClient.invalidateQueries({ queryKey: settingsKeys.webhooks(organizationId) })
     queryClient.invalidateQueries({ queryKey: settingsKeys.deliveries(organizationId, w._id) })
@@ -171,6 +208,15 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
       refresh()
     },
   })
+  const rotate = useMutation({
+    mutationFn: (keepPreviousForSeconds: number) =>
+      client.api.rotateWebhookSecret({ params, body: { keepPreviousForSeconds } }),
+    onSuccess: (result) => {
+      setRotating(false)
+      setRotated(result)
+      refresh()
+    },
+  })
   return (
     <li className="card">
       <div className="card-head">
@@ -182,6 +228,11 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
       <p className="small muted">
         Events: {w.events.join(', ')} · created <When at={w.createdAt} />
       </p>
+      {w.previousSecretExpiresAt && (
+        <p className="small muted">
+          Previous secret also signs until <When at={w.previousSecretExpiresAt} />
+        </p>
+      )}
       {w.disabledAt && (
         <p className="banner banner-warn small">
           Turned off by the service <When at={w.disabledAt} />: {w.disabledReason}
@@ -201,6 +252,18 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
         </button>
         <button type="button" className="btn btn-small" onClick={() => setEditing(true)}>
           Edit
+        </button>
+        <button
+          type="button"
+          className="btn btn-small"
+          disabled={rotate.isPending}
+          onClick={() => {
+            rotate.reset()
+            setKeepFor(WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS)
+            setRotating(true)
+          }}
+        >
+          Rotate secret
         </button>
         <button
           type="button"
@@ -230,6 +293,25 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
           Test event {deliveryOutcome(test.data)}.
         </p>
       )}
+      {rotated && (
+        <SigningSecret
+          label={`New signing secret of ${rotated.webhook.url}`}
+          created={rotated}
+          onDone={() => setRotated(null)}
+        >
+          <p className="small">
+            Deliveries are signed with it from now on.{' '}
+            {rotated.webhook.previousSecretExpiresAt ? (
+              <>
+                The previous secret also signs them until{' '}
+                <When at={rotated.webhook.previousSecretExpiresAt} />: switch your receiver before then.
+              </>
+            ) : (
+              'The previous secret no longer signs them.'
+            )}
+          </p>
+        </SigningSecret>
+      )}
       <EditWebhook webhook={w} open={editing} onClose={() => setEditing(false)} onSaved={refresh} />
       <ConfirmDialog
         open={deleting}
@@ -247,7 +329,67 @@ function WebhookRow({ webhook: w }: { webhook: Webhook }) {
         onConfirm={() => remove.mutate()}
         onCancel={() => setDeleting(false)}
       />
+      <ConfirmDialog
+        open={rotating}
+        title="Rotate the signing secret?"
+        message={<RotateChoice url={w.url} keepFor={keepFor} onChange={setKeepFor} />}
+        error={rotate.error}
+        errorTitle="Not rotated"
+        confirmLabel={rotate.isPending ? 'Rotating…' : 'Rotate secret'}
+        busy={rotate.isPending}
+        onConfirm={() => rotate.mutate(keepFor)}
+        onCancel={() => setRotating(false)}
+      />
     </li>
+  )
+}
+
+/** How long a rotated-out secret keeps signing beside the new one (the choices offered). */
+const KEEP_PREVIOUS_CHOICES: readonly { seconds: number; label: string }[] = [
+  { seconds: 3600, label: '1 hour' },
+  { seconds: WEBHOOK_SECRET_OVERLAP_DEFAULT_SECONDS, label: '24 hours (default)' },
+  { seconds: WEBHOOK_SECRET_OVERLAP_MAX_SECONDS, label: '7 days' },
+  { seconds: 0, label: 'Stop now (leaked secret)' },
+]
+
+function RotateChoice({
+  url,
+  keepFor,
+  onChange,
+}: {
+  url: string
+  keepFor: number
+  onChange: (seconds: number) => void
+}) {
+  const name = useId()
+  return (
+    <>
+      <p>
+        Deliveries to <span className="mono wrap">{url}</span> get a new signing secret, shown once. Until
+        your receiver has it, the old one can keep signing beside it (each delivery then carries both
+        signatures).
+      </p>
+      <fieldset className="fieldset">
+        <legend>The old secret keeps signing for</legend>
+        {KEEP_PREVIOUS_CHOICES.map((c) => (
+          <label key={c.seconds} className="check">
+            <input
+              type="radio"
+              name={name}
+              checked={keepFor === c.seconds}
+              onChange={() => onChange(c.seconds)}
+            />
+            {c.label}
+          </label>
+        ))}
+      </fieldset>
+      {keepFor === 0 && (
+        <p className="hint hint-warn">
+          Deliveries stop carrying the old signature at once: your receiver refuses them until it has the new
+          secret.
+        </p>
+      )}
+    </>
   )
 }
 

@@ -67,11 +67,14 @@ export function NotAllowed({ what, role }: { what: string; role: Role | undefine
 export function SecretOnce({
   label,
   value,
+  kept = 'The service keeps only a hash of it.',
   children,
   onDone,
 }: {
   label: string
   value: string
+  /** How the service keeps it (an API key: a hash; a webhook's signing secret: encrypted). */
+  kept?: string
   children?: ReactNode
   onDone: () => void
 }) {
@@ -81,7 +84,7 @@ export function SecretOnce({
     <section className="panel secret" aria-labelledby={`${id}-title`}>
       <h2 id={`${id}-title`}>{label}</h2>
       <p className="secret-warning">
-        <strong>Copy it now: you will not see it again.</strong> The service keeps only a hash of it.
+        <strong>Copy it now: you will not see it again.</strong> {kept}
       </p>
       {children}
       <div className="secret-row">
