@@ -6,7 +6,7 @@ import {
   onlyDuplicateKeys,
   TRANSACTION_OPTIONS,
 } from '@pm/kit/mongo'
-import type { Collection, Db, Filter, MongoClient } from 'mongodb'
+import type { Collection, Db, Filter, MongoClient, UpdateFilter } from 'mongodb'
 import type {
   AttemptRecord,
   DeliveryOutcome,
@@ -127,19 +127,26 @@ export class MongoWebhookStore implements WebhookStore {
     audit: AuditEntry[] = [],
   ): Promise<SubscriptionRecord | null> {
     const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
+    return this.updateAudited({ _id: id, organizationId }, { $set }, audit)
+  }
+
+  /**
+   * One subscription's update and its audit entries (in a transaction when there are any): the
+   * document after, or null when none matched.
+   */
+  private async updateAudited(
+    filter: Filter<SubscriptionRecord>,
+    update: UpdateFilter<SubscriptionRecord>,
+    audit: AuditEntry[],
+  ): Promise<SubscriptionRecord | null> {
     if (audit.length === 0) {
-      return this.subscriptions.findOneAndUpdate(
-        { _id: id, organizationId },
-        { $set },
-        { returnDocument: 'after' },
-      )
+      return this.subscriptions.findOneAndUpdate(filter, update, { returnDocument: 'after' })
     }
     return mongoTransaction(this.client, async (session) => {
-      const sub = await this.subscriptions.findOneAndUpdate(
-        { _id: id, organizationId },
-        { $set },
-        { returnDocument: 'after', session },
-      )
+      const sub = await this.subscriptions.findOneAndUpdate(filter, update, {
+        returnDocument: 'after',
+        session,
+      })
       if (sub) await this.auditOutbox.insert(audit, session)
       return sub
     })
@@ -153,19 +160,7 @@ export class MongoWebhookStore implements WebhookStore {
     audit: AuditEntry[] = [],
   ): Promise<SubscriptionRecord | null> {
     // Compare-and-set on the secret: of two rotations at once, one matches.
-    const filter = { _id: id, organizationId, secret: expected }
-    const update = { $set: { ...next } }
-    if (audit.length === 0) {
-      return this.subscriptions.findOneAndUpdate(filter, update, { returnDocument: 'after' })
-    }
-    return mongoTransaction(this.client, async (session) => {
-      const sub = await this.subscriptions.findOneAndUpdate(filter, update, {
-        returnDocument: 'after',
-        session,
-      })
-      if (sub) await this.auditOutbox.insert(audit, session)
-      return sub
-    })
+    return this.updateAudited({ _id: id, organizationId, secret: expected }, { $set: { ...next } }, audit)
   }
 
   async deleteSubscription(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {

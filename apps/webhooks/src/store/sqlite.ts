@@ -232,14 +232,26 @@ export class SqliteWebhookStore implements WebhookStore {
       else if (key === 'active') params.push(value ? 1 : 0)
       else params.push(value as SQLInputValue)
     }
+    return this.updateAudited(
+      id,
+      `UPDATE subscriptions SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`,
+      [...params, id, organizationId],
+      audit,
+    )
+  }
+
+  /**
+   * One UPDATE of subscription `id` and its audit entries, in one transaction: the row after, or
+   * null when none matched.
+   */
+  private updateAudited(
+    id: string,
+    sql: string,
+    params: SQLInputValue[],
+    audit: AuditEntry[],
+  ): SubscriptionRecord | null {
     return transaction(this.db, () => {
-      const changed = this.run(
-        `UPDATE subscriptions SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`,
-        ...params,
-        id,
-        organizationId,
-      )
-      if (changed === 0) return null
+      if (this.run(sql, ...params) === 0) return null
       insertAuditOutbox(this.db, audit)
       const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
       return r ? toSubscription(r) : null
@@ -253,10 +265,11 @@ export class SqliteWebhookStore implements WebhookStore {
     next: SecretRotation,
     audit: AuditEntry[] = [],
   ): Promise<SubscriptionRecord | null> {
-    const rotated = transaction(this.db, () => {
-      const changed = this.run(
-        `UPDATE subscriptions SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, updated_at = ?
-         WHERE id = ? AND organization_id = ? AND secret = ?`,
+    const rotated = this.updateAudited(
+      id,
+      `UPDATE subscriptions SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, updated_at = ?
+       WHERE id = ? AND organization_id = ? AND secret = ?`,
+      [
         next.secret,
         next.previousSecret,
         next.previousSecretExpiresAt,
@@ -264,12 +277,9 @@ export class SqliteWebhookStore implements WebhookStore {
         id,
         organizationId,
         expected,
-      )
-      if (changed === 0) return null
-      insertAuditOutbox(this.db, audit)
-      const r = queryOne(this.db, 'SELECT * FROM subscriptions WHERE id = ?', id)
-      return r ? toSubscription(r) : null
-    })
+      ],
+      audit,
+    )
     // A secret dropped at once (a leaked one) leaves no copy in the WAL either.
     if (rotated && next.previousSecret === null) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
     return rotated
