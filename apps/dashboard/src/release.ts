@@ -82,18 +82,6 @@ export function observedShares(split: Split): (number | null)[] {
   return split.variants.map((v) => (total === 0 ? null : Math.round(((v.invocations ?? 0) * 100) / total)))
 }
 
-/** Actions the audit log records (a hint for the filter; any other action may be typed). */
-export const KNOWN_AUDIT_ACTIONS = [
-  'environment.promoted',
-  'prompt.created',
-  'prompt.updated',
-  'prompt.published',
-  'prompt.restored',
-  'prompt.forked',
-  'prompt.visibility.changed',
-  'prompt.deleted',
-] as const
-
 /** The audit log's filters (page excluded), as the URL keeps them. */
 export type AuditFilters = Pick<AuditQuery, 'actor' | 'action' | 'resourceId' | 'from' | 'to'>
 const FILTER_KEYS = ['actor', 'action', 'resourceId', 'from', 'to'] as const

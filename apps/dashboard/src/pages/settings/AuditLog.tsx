@@ -1,4 +1,4 @@
-import type { AuditEntry } from '@pm/contracts'
+import { AUDIT_ACTIONS, type AuditEntry } from '@pm/contracts'
 import { keepPreviousData, useMutation, useQuery } from '@tanstack/react-query'
 import { type ReactNode, useId, useState } from 'react'
 import { Link, useSearchParams } from 'react-router'
@@ -8,7 +8,6 @@ import {
   auditFiltersFrom,
   auditFiltersToParams,
   isoToLocal,
-  KNOWN_AUDIT_ACTIONS,
   localToIso,
 } from '../../release.ts'
 import { usePeople } from '../../people.ts'
@@ -313,7 +312,7 @@ function AuditFilterForm({
             onChange={(e) => setAction(e.target.value)}
           />
           <datalist id={`${id}-actions`}>
-            {KNOWN_AUDIT_ACTIONS.map((a) => (
+            {AUDIT_ACTIONS.map((a) => (
               <option key={a} value={a} />
             ))}
           </datalist>
