@@ -264,7 +264,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await expect.poll(() => page.getByRole('link', { name: 'API keys' }).isVisible()).toBe(true)
   })
 
-  it('API keys: created with scopes, expiry and a rate limit, shown once, works against the API, revoked', async () => {
+  it('API keys: created with scopes, expiry and a rate limit, shown once, works against the API, renamed, revoked', async () => {
     await page.getByRole('link', { name: 'API keys' }).click()
     await page.waitForURL(/\/settings\/api-keys$/)
     await expect.poll(() => page.getByRole('heading', { name: 'No API keys yet' }).isVisible()).toBe(true)
@@ -321,9 +321,17 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
       .not.toBe('never')
     await check('settings-api-keys')
 
+    // Renamed: only the name changes, the key goes on working.
+    await row.getByRole('button', { name: 'Rename billing-backend' }).click()
+    const rename = page.getByRole('dialog', { name: 'Rename “billing-backend”' })
+    await rename.getByLabel('Name').fill('billing-backend-eu')
+    await rename.getByRole('button', { name: 'Save name' }).click()
+    await expect.poll(async () => (await row.getByRole('cell').allInnerTexts())[0]).toBe('billing-backend-eu')
+    expect((await call(base, 'GET', '/api/v1/prompts', { token: key })).status).toBe(200)
+
     // Revoke, with a confirmation: the key is refused from then on.
-    await row.getByRole('button', { name: 'Revoke billing-backend' }).click()
-    const confirm = page.getByRole('dialog', { name: 'Revoke “billing-backend”?' })
+    await row.getByRole('button', { name: 'Revoke billing-backend-eu' }).click()
+    const confirm = page.getByRole('dialog', { name: 'Revoke “billing-backend-eu”?' })
     expect(await confirm.getByText('This cannot be undone').isVisible()).toBe(true)
     await confirm.getByRole('button', { name: 'Revoke key' }).click()
     await expect.poll(async () => (await row.getByRole('cell').allInnerTexts())[6]).toMatch(/^revoked/)
@@ -687,7 +695,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
       await m.getByRole('link', { name: 'API keys' }).click()
       await expect
         .poll(() => m.getByRole('note').innerText())
-        .toContain('Only an ADMIN or OWNER of this organization can see, create or revoke API keys.')
+        .toContain('Only an ADMIN or OWNER of this organization can see, create, rename or revoke API keys.')
       expect(await m.getByRole('note').innerText()).toContain('Your role here is MEMBER.')
       expect(await m.getByRole('button', { name: 'Create key' }).count()).toBe(0)
       await check('settings-api-keys-member', m)

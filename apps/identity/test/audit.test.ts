@@ -158,6 +158,23 @@ describe('identity: audit entries', () => {
     expect(removed?.summary).toBe(`removed ${bob.email} (ADMIN)`)
   })
 
+  it('records an API key renamed, old and new name, once (the same name again changes nothing)', async () => {
+    const { org, asOwner } = await workspace()
+    const base = `/api/v1/organizations/${org}/api-keys`
+    const key = await req('POST', base, asOwner, { name: 'CI', scopes: ['prompts:read'] })
+    const { _id: keyId, prefix } = key.json().apiKey as { _id: string; prefix: string }
+    expect((await req('PATCH', `${base}/${keyId}`, asOwner, { name: 'CI deploys' })).statusCode).toBe(200)
+    expect((await req('PATCH', `${base}/${keyId}`, asOwner, { name: 'CI deploys' })).statusCode).toBe(200)
+    expect((await req('PATCH', `${base}/${keyId}`, asOwner, { name: '' })).statusCode).toBe(400)
+    const [, renamed] = await entriesOf(org, 2)
+    expect(renamed).toMatchObject({
+      action: 'apiKey.renamed',
+      actor: { type: 'user', name: 'Olga' },
+      resource: { type: 'apiKey', id: keyId },
+      summary: `renamed API key "CI" (${prefix}…) to "CI deploys"`,
+    })
+  })
+
   it('names a user the gateway did not name from the user record (display name, else email)', async () => {
     const { bob } = await workspace()
     // Creating an organization names no workspace: the gateway looks up no membership.

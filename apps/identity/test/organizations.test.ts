@@ -293,6 +293,30 @@ describe('identity: organizations, members, API keys', () => {
     expect(viaKey.statusCode).toBe(403)
     expect(viaKey.json().error.code).toBe('USER_TOKEN_REQUIRED')
 
+    // Renamed: only its name changes; a blank or long name, another property, another
+    // organization's key or a MEMBER is refused.
+    const keyUrl = `/api/v1/organizations/${org}/api-keys/${apiKey._id}`
+    const renamed = await req('PATCH', keyUrl, asOwner(), { name: 'ci deploys' })
+    expect(renamed.statusCode).toBe(200)
+    expect(renamed.json()).toEqual({ ...apiKey, name: 'ci deploys' })
+    expect(renamed.body).not.toContain(key)
+    expect((await t.store.findApiKeyByHash(hashApiKey(key)))?.name).toBe('ci deploys')
+    for (const body of [
+      { name: '' },
+      { name: '   ' },
+      { name: 'x'.repeat(101) },
+      {},
+      { name: 'x', scopes: [] },
+    ]) {
+      const res = await req('PATCH', keyUrl, asOwner(), body)
+      expect([res.statusCode, res.json().error.code], JSON.stringify(body)).toEqual([400, 'VALIDATION_ERROR'])
+    }
+    expect(
+      (await req('PATCH', `/api/v1/organizations/${org}/api-keys/${newId()}`, asOwner(), { name: 'x' }))
+        .statusCode,
+    ).toBe(404)
+    expect((await req('PATCH', keyUrl, userContext(bob, org, 'MEMBER'), { name: 'x' })).statusCode).toBe(403)
+
     const revoked = await req('DELETE', `/api/v1/organizations/${org}/api-keys/${apiKey._id}`, asOwner())
     expect(revoked.statusCode).toBe(200)
     expect(revoked.json().revokedAt).toBeTypeOf('string')

@@ -121,6 +121,24 @@ for (const backend of backends) {
       expect((await s.findApiKeyByHash(k.hash))?.lastUsedAt).toBe('2026-02-02T00:00:00.000Z')
     })
 
+    it('renames an API key within its organization, with its audit entry only when the name changes', async () => {
+      const s = await open()
+      const org = newId()
+      const k = key(org)
+      await s.createApiKey(k)
+      const seen: string[] = []
+      const audit = (before: ApiKeyRecord) => {
+        seen.push(before.name)
+        return []
+      }
+      expect(await s.renameApiKey(newId(), k._id, 'deploy', audit)).toBeNull()
+      expect((await s.renameApiKey(org, k._id, 'deploy', audit))?.name).toBe(k.name)
+      expect((await s.findApiKeyByHash(k.hash))?.name).toBe('deploy')
+      expect((await s.renameApiKey(org, k._id, 'deploy', audit))?.name).toBe('deploy')
+      expect(seen).toEqual([k.name])
+      expect(await s.findApiKeyByHash(k.hash)).toEqual({ ...k, name: 'deploy' })
+    })
+
     it('writes audit entries with their change only, and hands them to the relay until sent', async () => {
       const s = await open()
       const org = {

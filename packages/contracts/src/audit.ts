@@ -35,6 +35,7 @@ export const AUDIT_ACTIONS = [
   'member.removed',
   'apiKey.created',
   'apiKey.revoked',
+  'apiKey.renamed',
   'user.signed_in',
   'user.sign_in_failed',
   // webhooks

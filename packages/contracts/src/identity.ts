@@ -124,6 +124,12 @@ export const CreateApiKeyRequest = Type.Object(
 )
 export type CreateApiKeyRequest = Static<typeof CreateApiKeyRequest>
 
+export const RenameApiKeyRequest = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' }) },
+  { $id: 'RenameApiKeyRequest', additionalProperties: false },
+)
+export type RenameApiKeyRequest = Static<typeof RenameApiKeyRequest>
+
 export const ApiKey = Type.Object(
   {
     _id: ObjectId,

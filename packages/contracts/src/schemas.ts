@@ -35,6 +35,7 @@ export const ALL_SCHEMAS: TSchema[] = [
   identity.Membership,
   identity.RateLimitSetting,
   identity.CreateApiKeyRequest,
+  identity.RenameApiKeyRequest,
   identity.ApiKey,
   identity.CreatedApiKey,
   identity.ApiKeyList,

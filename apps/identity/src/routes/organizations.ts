@@ -135,6 +135,18 @@ export function organizationRoutes(app: Service, deps: IdentityDeps): void {
     return created
   })
 
+  route(app, API_ROUTES.renameApiKey, async (request) => {
+    requireAdmin(request, request.params.id)
+    const key = await identity.renameApiKey(
+      request.params.id,
+      request.params.keyId,
+      request.body.name,
+      auditContextOf(request),
+    )
+    request.log.info({ apiKeyId: key._id }, 'api key renamed')
+    return key
+  })
+
   route(app, API_ROUTES.revokeApiKey, async (request) => {
     requireAdmin(request, request.params.id)
     const key = await identity.revokeApiKey(request.params.id, request.params.keyId, auditContextOf(request))

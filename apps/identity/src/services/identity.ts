@@ -184,6 +184,46 @@ export class IdentityService {
     return publicApiKey(key)
   }
 
+  /**
+   * A key's new name, in lists and (for what the key does from now on) in the audit log; the
+   * key, its scopes and limits stay. A gateway that holds the key in its cache names it as
+   * before until the entry runs out (API_KEY_CACHE_TTL_MS, 30 s by default).
+   */
+  async renameApiKey(
+    organizationId: string,
+    keyId: string,
+    name: string,
+    audit?: AuditContext,
+  ): Promise<ApiKey> {
+    const [template] = await this.entries(
+      audit,
+      organizationId,
+      'apiKey.renamed',
+      { type: 'apiKey', id: keyId },
+      '',
+    )
+    let audited = false
+    const before = await this.store.renameApiKey(
+      organizationId,
+      keyId,
+      name,
+      template
+        ? (k) => {
+            audited = true
+            return [
+              {
+                ...template,
+                summary: `renamed API key "${k.name}" (${k.prefix}…) to "${name}"`.slice(0, 500),
+              },
+            ]
+          }
+        : undefined,
+    )
+    if (audited) this.onAudit()
+    if (!before) throw new AppError('NOT_FOUND', 'api key not found')
+    return publicApiKey({ ...before, name })
+  }
+
   /** The gateway's lookup of a key by its hash; records when it was last used. */
   async resolveApiKey(hash: string): Promise<ResolvedApiKey> {
     const key = await this.store.findApiKeyByHash(hash)

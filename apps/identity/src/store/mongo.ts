@@ -324,6 +324,27 @@ export class MongoIdentityStore implements IdentityStore {
     })
   }
 
+  async renameApiKey(
+    organizationId: string,
+    keyId: string,
+    name: string,
+    audit?: (before: ApiKeyRecord) => AuditEntry[],
+  ): Promise<ApiKeyRecord | null> {
+    if (!audit) {
+      return this.keys.findOneAndUpdate({ _id: keyId, organizationId }, { $set: { name } })
+    }
+    return mongoTransaction(this.client, async (session) => {
+      // The document before the update (the driver's default), so the entry can name the old name.
+      const before = await this.keys.findOneAndUpdate(
+        { _id: keyId, organizationId },
+        { $set: { name } },
+        { session },
+      )
+      if (before && before.name !== name) await this.auditOutbox.insert(audit(before), session)
+      return before
+    })
+  }
+
   async touchApiKey(keyId: string, at: string): Promise<void> {
     await this.keys.updateOne({ _id: keyId }, { $set: { lastUsedAt: at } })
   }

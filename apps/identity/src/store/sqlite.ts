@@ -423,6 +423,28 @@ export class SqliteIdentityStore implements IdentityStore {
     })
   }
 
+  async renameApiKey(
+    organizationId: string,
+    keyId: string,
+    name: string,
+    audit?: (before: ApiKeyRecord) => AuditEntry[],
+  ): Promise<ApiKeyRecord | null> {
+    return transaction(this.db, () => {
+      const r = queryOne(
+        this.db,
+        'SELECT * FROM api_keys WHERE id = ? AND organization_id = ?',
+        keyId,
+        organizationId,
+      )
+      if (!r) return null
+      const before = toKey(r)
+      if (before.name === name) return before
+      this.db.prepare('UPDATE api_keys SET name = ? WHERE id = ?').run(name, keyId)
+      if (audit) insertAuditOutbox(this.db, audit(before))
+      return before
+    })
+  }
+
   async touchApiKey(keyId: string, at: string): Promise<void> {
     this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, keyId)
   }

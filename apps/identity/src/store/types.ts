@@ -155,6 +155,17 @@ export interface IdentityStore extends AuditOutbox {
     at: string,
     audit?: (key: ApiKeyRecord) => AuditEntry[],
   ): Promise<ApiKeyRecord | null>
+  /**
+   * Sets the key's name; returns the key as it was before (null when it is not in that
+   * organization). The `audit` entries (built from the key before and the new name) are written
+   * with the change, only when the name changes.
+   */
+  renameApiKey(
+    organizationId: string,
+    keyId: string,
+    name: string,
+    audit?: (before: ApiKeyRecord) => AuditEntry[],
+  ): Promise<ApiKeyRecord | null>
   touchApiKey(keyId: string, at: string): Promise<void>
 
   /** With `audit`: the sign-in's entries, written with the session. */

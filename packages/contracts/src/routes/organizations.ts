@@ -5,6 +5,7 @@ import {
   ApiKeyList,
   CreateApiKeyRequest,
   CreatedApiKey,
+  RenameApiKeyRequest,
   CreateOrganizationRequest,
   Member,
   MemberList,
@@ -146,6 +147,23 @@ export const ORGANIZATION_ROUTES = {
     body: CreateApiKeyRequest,
     status: 201,
     response: CreatedApiKey,
+    errors: ['FORBIDDEN'],
+  },
+  renameApiKey: {
+    method: 'PATCH',
+    path: `${ORG_PREFIX}/api-keys/:keyId`,
+    tag: 'api-keys',
+    summary: 'Rename an API key',
+    description:
+      'Changes only its name (what lists and the audit log call it); the key, its scopes and limits ' +
+      'stay. ADMIN or OWNER.',
+    auth: 'user',
+    upstream: 'identity',
+    workspace: 'path',
+    params: ApiKeyParams,
+    body: RenameApiKeyRequest,
+    status: 200,
+    response: ApiKey,
     errors: ['FORBIDDEN'],
   },
   revokeApiKey: {

@@ -1,8 +1,18 @@
 import { type ApiKey, type CreatedApiKey, SCOPES, type Scope } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { useState } from 'react'
+import { useId, useState } from 'react'
 import { client, useSignedIn } from '../../session.ts'
-import { ActionsHeader, ConfirmDialog, Empty, ErrorBanner, Field, Loading, TagList, When } from '../../ui.tsx'
+import {
+  ActionsHeader,
+  ConfirmDialog,
+  Dialog,
+  Empty,
+  ErrorBanner,
+  Field,
+  Loading,
+  TagList,
+  When,
+} from '../../ui.tsx'
 import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
 
 const SCOPE_HINTS: Record<Scope, string> = {
@@ -14,12 +24,12 @@ const SCOPE_HINTS: Record<Scope, string> = {
   'runs:write': 'run prompts on a model (the playground, the run API)',
 }
 
-/** API keys: the list (never the key itself), minting one (shown once), revoking. */
+/** API keys: the list (never the key itself), minting one (shown once), renaming, revoking. */
 export function ApiKeys() {
   const { role, pending, error } = useMyRole()
   if (pending) return <Loading label="Checking your role" />
   if (error) return <ErrorBanner error={error} />
-  if (!isManager(role)) return <NotAllowed what="see, create or revoke API keys" role={role} />
+  if (!isManager(role)) return <NotAllowed what="see, create, rename or revoke API keys" role={role} />
   return <ManageKeys />
 }
 
@@ -32,6 +42,7 @@ function ManageKeys() {
   })
   const [created, setCreated] = useState<CreatedApiKey | null>(null)
   const [revoking, setRevoking] = useState<ApiKey | null>(null)
+  const [renaming, setRenaming] = useState<ApiKey | null>(null)
   const revoke = useMutation({
     mutationFn: (key: ApiKey) =>
       client.api.revokeApiKey({ params: { id: organizationId ?? '', keyId: key._id } }),
@@ -117,18 +128,23 @@ function ManageKeys() {
                       )}
                     </td>
                     <td data-label="">
-                      {!k.revokedAt && (
-                        <button
-                          type="button"
-                          className="btn btn-small"
-                          onClick={() => {
-                            revoke.reset()
-                            setRevoking(k)
-                          }}
-                        >
-                          Revoke {k.name}
+                      <div className="actions">
+                        <button type="button" className="btn btn-small" onClick={() => setRenaming(k)}>
+                          Rename {k.name}
                         </button>
-                      )}
+                        {!k.revokedAt && (
+                          <button
+                            type="button"
+                            className="btn btn-small"
+                            onClick={() => {
+                              revoke.reset()
+                              setRevoking(k)
+                            }}
+                          >
+                            Revoke {k.name}
+                          </button>
+                        )}
+                      </div>
                     </td>
                   </tr>
                 )
@@ -153,7 +169,74 @@ function ManageKeys() {
         onConfirm={() => revoking && revoke.mutate(revoking)}
         onCancel={() => setRevoking(null)}
       />
+      {renaming && (
+        <RenameKey
+          apiKey={renaming}
+          onClose={() => setRenaming(null)}
+          onSaved={() => queryClient.invalidateQueries({ queryKey: settingsKeys.apiKeys(organizationId) })}
+        />
+      )}
     </>
+  )
+}
+
+/** A key's new name: the key, its scopes and limits stay. */
+function RenameKey({
+  apiKey,
+  onClose,
+  onSaved,
+}: {
+  apiKey: ApiKey
+  onClose: () => void
+  onSaved: () => void
+}) {
+  const { organizationId } = useSignedIn()
+  const nameId = useId()
+  const [name, setName] = useState(apiKey.name)
+  const save = useMutation({
+    mutationFn: () =>
+      client.api.renameApiKey({
+        params: { id: organizationId ?? '', keyId: apiKey._id },
+        body: { name: name.trim() },
+      }),
+    onSuccess: () => {
+      onSaved()
+      onClose()
+    },
+  })
+  return (
+    <Dialog open title={`Rename “${apiKey.name}”`} onClose={onClose}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          save.mutate()
+        }}
+      >
+        <div className="field">
+          <label htmlFor={nameId}>Name</label>
+          <input
+            id={nameId}
+            required
+            maxLength={100}
+            value={name}
+            onChange={(e) => setName(e.target.value)}
+          />
+          <p className="hint">
+            Only the name changes: the key <span className="mono">{apiKey.prefix}…</span>, its scopes and
+            limits stay.
+          </p>
+        </div>
+        <ErrorBanner error={save.error} title="Not renamed" />
+        <div className="actions">
+          <button type="button" className="btn" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" className="btn btn-primary" disabled={save.isPending || name.trim() === ''}>
+            {save.isPending ? 'Saving…' : 'Save name'}
+          </button>
+        </div>
+      </form>
+    </Dialog>
   )
 }
 
