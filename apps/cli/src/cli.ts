@@ -14,6 +14,7 @@ export const USAGE = `pm: operate a prompt service from the command line
   pm logout
   pm keys list
   pm keys create --name <name> --scopes <prompts:read,prompts:write,...> [--expires <ISO date>] [--rate <points>/<seconds>]
+  pm keys rename <keyId> --name <name>
   pm keys revoke <keyId>
   pm prompts list [--search <text>] [--tags <a,b>] [--visibility all|public|private] [--page <n>] [--limit <n>]
   pm prompts get <promptId> | --slug <slug>

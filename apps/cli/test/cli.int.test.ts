@@ -118,7 +118,7 @@ describe('pm against the embedded default', () => {
     expect(list.summary.total).toBe(0)
   })
 
-  it('keys create, list and revoke, and a revoked key is refused', async () => {
+  it('keys create, list, rename and revoke, and a revoked key is refused', async () => {
     const created = json<{ key: string; apiKey: { _id: string; scopes: string[] } }>(
       await pm(['keys', 'create', '--name', 'ci', '--scopes', 'prompts:read,prompts:write', '--json'], env),
     )
@@ -130,6 +130,11 @@ describe('pm against the embedded default', () => {
     expect(listed.stdout).toContain('bootstrap')
 
     expect((await pm(['prompts', 'list'], { ...env, PM_API_KEY: created.key })).code).toBe(0)
+    const renamed = await pm(['keys', 'rename', created.apiKey._id, '--name', 'ci deploys'], env)
+    expect([renamed.code, renamed.stdout.trim()]).toEqual([
+      0,
+      `Renamed ${created.apiKey._id} to "ci deploys".`,
+    ])
     const revoked = await pm(['keys', 'revoke', created.apiKey._id], env)
     expect(revoked.code).toBe(0)
     expect(revoked.stdout).toContain(`Revoked ${created.apiKey._id}`)

@@ -392,6 +392,8 @@ describe('pm (in process, against a fake gateway)', () => {
       ['promote', ID, 'preview'],
       ['invoke', ID, '--var', 'novalue'],
       ['keys', 'rotate'],
+      ['keys', 'rename'],
+      ['keys', 'rename', ID],
       ['prompts', 'list', '--limit', 'many'],
       ['init', '--email', 'a@b.co'],
     ]

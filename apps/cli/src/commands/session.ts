@@ -79,11 +79,11 @@ function parseRate(text: string | undefined): RateLimitSetting | undefined {
   return { points: Number(match[1]), durationSeconds: Number(match[2]) }
 }
 
-/** `pm keys list|create|revoke`: key management through the API, with a user session. */
+/** `pm keys list|create|rename|revoke`: key management through the API, with a user session. */
 export async function keysCommand(ctx: Context, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  if (sub !== 'list' && sub !== 'create' && sub !== 'revoke')
-    throw new UsageError('pm keys list|create|revoke')
+  if (sub !== 'list' && sub !== 'create' && sub !== 'rename' && sub !== 'revoke')
+    throw new UsageError('pm keys list|create|rename|revoke')
   const { values, positionals } = parse(rest, {
     name: { type: 'string' },
     scopes: { type: 'string' },
@@ -124,6 +124,14 @@ export async function keysCommand(ctx: Context, args: string[]): Promise<number>
       `API key "${created.apiKey.name}" (${created.apiKey._id}) with ${created.apiKey.scopes.join(', ')}. Shown once:\n${created.key}`,
       created,
     )
+    return 0
+  }
+  if (sub === 'rename') {
+    const keyId = positionals[0]
+    if (!keyId) throw new UsageError('pm keys rename <keyId> --name <name>')
+    const name = required(values.name, '--name')
+    const renamed = await client.api.renameApiKey({ params: { id: org, keyId }, body: { name } })
+    ctx.print(`Renamed ${renamed._id} to "${renamed.name}".`, renamed)
     return 0
   }
   if (sub === 'revoke') {
