@@ -105,7 +105,10 @@ describe('the dashboard: composing prompts', { timeout: WALK }, () => {
     await page.getByRole('button', { name: 'Save draft' }).click()
     const anyway = page.getByRole('button', { name: 'Change the slug anyway' })
     await expect.poll(() => anyway.isVisible(), SLOW).toBe(true)
-    expect(await page.locator('.banner-warn').textContent()).toContain('support-answer')
+    // The prompt that includes this one, the include it has and the one it needs.
+    expect(await page.locator('.banner-warn').textContent()).toContain(
+      'support-answer includes {{> refund-policy}} and will fail to render until edited to {{> refund-rules}}.',
+    )
     await shots('compose-slug-refused')
     await anyway.click()
     await expect

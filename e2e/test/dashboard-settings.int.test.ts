@@ -642,7 +642,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
 
   it('CSV import: good and bad rows, progress, counts and the failed rows with their messages', async () => {
     await page.goto(`${base}/prompts`)
-    await page.getByRole('link', { name: 'Import CSV' }).click()
+    await page.getByRole('link', { name: 'Import', exact: true }).click()
     await page.waitForURL(/\/prompts\/import$/)
     // The template downloads and is itself a valid import.
     const download = page.waitForEvent('download')

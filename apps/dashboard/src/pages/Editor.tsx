@@ -211,8 +211,10 @@ export function Editor() {
       {includedBy(save.error) && (
         <div className="banner banner-warn" role="alert">
           <span>
-            Prompts that include <code>{`{{> ${prompt.slug}}}`}</code> will fail to render until they are
-            edited to the new slug: {includedBy(save.error)?.join(', ')}.
+            {includedBy(save.error)?.join(', ')}{' '}
+            {includedBy(save.error)?.length === 1 ? 'includes' : 'include'}{' '}
+            <code>{`{{> ${prompt.slug}}}`}</code> and will fail to render until edited to{' '}
+            <code>{`{{> ${draft.slug.trim()}}}`}</code>.
           </span>{' '}
           <button type="button" className="btn" disabled={save.isPending} onClick={() => save.mutate(true)}>
             Change the slug anyway

@@ -321,7 +321,7 @@ export function EnvironmentHistory({
                             setTarget(entry)
                           }}
                         >
-                          Roll back
+                          {entry.split ? 'Roll back to the split' : `Roll back to v${entry.version}`}
                         </button>
                       )}
                     </td>

@@ -52,7 +52,7 @@ export function Import() {
         <Link to="/prompts">← Prompts</Link>
       </p>
       <div className="page-head">
-        <h1>Import prompts from CSV</h1>
+        <h1>Import prompts</h1>
       </div>
       <section className="panel" aria-labelledby="upload-title">
         <h2 id="upload-title">Upload a file</h2>

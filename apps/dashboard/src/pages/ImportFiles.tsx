@@ -106,7 +106,7 @@ function Plan({ plan }: { plan: ImportPlan }) {
         <tbody>
           {plan.items.map((item) => (
             <tr key={item.file}>
-              <td className="wrap mono">{item.file}</td>
+              <td className="mono file-name">{item.file}</td>
               <td className="mono">{item.slug ?? ''}</td>
               <td>{item.action}</td>
               <td className="wrap">

@@ -336,7 +336,7 @@ export function Playground() {
               id="pg-stop"
               rows={2}
               className="mono"
-              placeholder="One a line, at most 4"
+              placeholder="One per line, at most 4"
               value={fields.stop}
               onChange={(e) => setField('stop', e.target.value)}
             />

@@ -76,7 +76,7 @@ export function PromptList() {
         <h1>Prompts</h1>
         <div className="actions">
           <Link to="/prompts/import" className="btn">
-            Import CSV
+            Import
           </Link>
           <Link to="/prompts/new" className="btn btn-primary">
             Create prompt

@@ -163,7 +163,7 @@ export function Results() {
                   if (!r)
                     return (
                       <td key={s.variant} className="muted">
-                        {failed ? '' : '…'}
+                        {failed ? 'not failed' : '…'}
                       </td>
                     )
                   return (

@@ -106,7 +106,9 @@ function AuditLogView({ resourceId, resourceName }: { resourceId?: string; resou
         <div>
           <h2 id="audit-title">{resourceName ? `Audit log of ${resourceName}` : 'Audit log'}</h2>
           <p className="hint">
-            Every change that committed in this organization: who made it, when, from where, and what it was.
+            {resourceId === undefined
+              ? 'Every change made in this organization: who made it, when, from where, and what it was.'
+              : 'Every change made to it: who made it, when, from where, and what it was.'}
             {resourceId !== undefined && (
               <>
                 {' '}
