@@ -114,30 +114,37 @@ export function Preview() {
 
       <section className="panel" aria-labelledby="invoke-result">
         <h2 id="invoke-result">Published</h2>
-        <form
-          className="inline-form"
-          onSubmit={(e) => {
-            e.preventDefault()
-            invoke.mutate()
-          }}
-        >
-          <div className="field">
-            <label htmlFor="invoke-source">Render from</label>
-            <select id="invoke-source" value={source} onChange={(e) => setSource(e.target.value)}>
-              <option value="env:production">Production environment</option>
-              <option value="env:preview">Preview environment</option>
-              <option value="latest">Latest version</option>
-              {(versions.data ?? []).map((v) => (
-                <option key={v._id} value={`version:${v.version}`}>
-                  Version {v.version}
-                </option>
-              ))}
-            </select>
-          </div>
-          <button type="submit" className="btn" disabled={invoke.isPending}>
-            Invoke
-          </button>
-        </form>
+        {prompt.versionCount === 0 ? (
+          <p className="muted">
+            Nothing published yet: a backend gets this prompt once a version is published (Publish, in the
+            editor).
+          </p>
+        ) : (
+          <form
+            className="inline-form"
+            onSubmit={(e) => {
+              e.preventDefault()
+              invoke.mutate()
+            }}
+          >
+            <div className="field">
+              <label htmlFor="invoke-source">Render from</label>
+              <select id="invoke-source" value={source} onChange={(e) => setSource(e.target.value)}>
+                <option value="env:production">Production environment</option>
+                <option value="env:preview">Preview environment</option>
+                <option value="latest">Latest version</option>
+                {(versions.data ?? []).map((v) => (
+                  <option key={v._id} value={`version:${v.version}`}>
+                    Version {v.version}
+                  </option>
+                ))}
+              </select>
+            </div>
+            <button type="submit" className="btn" disabled={invoke.isPending}>
+              Invoke
+            </button>
+          </form>
+        )}
         <ErrorBanner error={invoke.error} />
         {invoke.data && (
           <>
