@@ -55,7 +55,17 @@ describe('datasets and experiments in a real browser', { timeout: WALK }, () => 
       },
     })
     base = service.base
-    const user = caller(base, (await login(base)).token)
+    const session = await login(base)
+    const user = caller(base, session.token)
+    // A model connection to choose in the form (the fake runs answer whichever one is sent).
+    data(
+      await user('POST', `/api/v1/organizations/${session.organizationId}/connections`, {
+        name: 'Quiz model',
+        provider: 'openai',
+        apiKey: 'sk-test-not-used',
+      }),
+      201,
+    )
     promptId = data<{ _id: string }>(
       await user('POST', '/api/v1/prompts', { name: 'Capitals', template: 'Q {{n}}' }),
       201,
@@ -110,7 +120,7 @@ describe('datasets and experiments in a real browser', { timeout: WALK }, () => 
       true,
     )
     await page.getByLabel('Dataset', { exact: true }).selectOption({ label: `Capitals quiz (${ROWS} items)` })
-    await page.getByLabel('Connection id').fill('c'.repeat(24))
+    await page.getByLabel('Connection', { exact: true }).selectOption({ label: 'Quiz model (openai)' })
     await check('compare')
     await page.getByRole('button', { name: 'Run the experiment' }).click()
     await page.waitForURL(/\/experiments\/[0-9a-f]{24}$/)

@@ -7,6 +7,7 @@ import { Link, useNavigate } from 'react-router'
 import { usePrompt } from '../../prompt.ts'
 import { client, useSignedIn } from '../../session.ts'
 import { ErrorBanner, Field, When } from '../../ui.tsx'
+import { connectionsKey } from '../settings/Connections.tsx'
 
 type Choice = 'draft' | `v${number}`
 
@@ -37,6 +38,13 @@ export function Compare() {
     queryKey: ['datasets', organizationId, 'all'],
     queryFn: () => client.api.listDatasets({ query: { page: 1, limit: 100, ...org } }),
   })
+  const connections = useQuery({
+    queryKey: connectionsKey(organizationId),
+    queryFn: () => client.api.listConnections({ params: { id: organizationId ?? '' } }),
+    enabled: organizationId !== null,
+    retry: false,
+  })
+  const connectionList = connections.data?.connections ?? []
   const past = useQuery({
     queryKey: ['experiments', organizationId, prompt._id],
     queryFn: () =>
@@ -110,14 +118,35 @@ export function Compare() {
                 <Link to="/datasets">Manage datasets</Link>
               </span>
             </div>
-            <Field
-              label="Connection id"
-              id={ids.connection}
-              value={connectionId}
-              required
-              pattern="[0-9a-f]{24}"
-              onChange={(e) => setConnectionId(e.target.value)}
-            />
+            <div className="field">
+              <label htmlFor={ids.connection}>Connection</label>
+              <select
+                id={ids.connection}
+                value={connectionId}
+                required
+                onChange={(e) => setConnectionId(e.target.value)}
+              >
+                <option value="">
+                  {connections.isPending
+                    ? 'Loading the connections…'
+                    : connectionList.length === 0
+                      ? 'No model connection yet'
+                      : 'Choose a connection…'}
+                </option>
+                {connectionList.map((c) => (
+                  <option key={c._id} value={c._id}>
+                    {c.name} ({c.provider})
+                  </option>
+                ))}
+              </select>
+              <span className="hint">
+                {connections.error ? (
+                  'The connections could not be listed: an ADMIN or OWNER manages them.'
+                ) : (
+                  <Link to="/settings/connections">Manage connections</Link>
+                )}
+              </span>
+            </div>
             <Field
               label="Model (optional)"
               id={ids.model}
