@@ -19,7 +19,7 @@ import { keys, usePrompt, useVersions } from '../prompt.ts'
 import { client, session, useSignedIn } from '../session.ts'
 import { Dialog, Empty, ErrorBanner, Loading, Pager, When } from '../ui.tsx'
 import { listVariables, suppliedVariables, VariableFields } from '../variables.tsx'
-import { connectionsKey } from './settings/Connections.tsx'
+import { useConnections } from './settings/Connections.tsx'
 
 /** Where a column's content comes from: the draft, a version, an environment's pin, or the latest version. */
 type Source = string
@@ -124,12 +124,7 @@ export function Playground() {
   const { organizationId } = useSignedIn()
   const queryClient = useQueryClient()
   const versions = useVersions(prompt._id)
-  const connections = useQuery({
-    queryKey: connectionsKey(organizationId),
-    queryFn: () => client.api.listConnections({ params: { id: organizationId ?? '' } }),
-    enabled: organizationId !== null,
-    retry: false,
-  })
+  const connections = useConnections()
   const list = connections.data?.connections ?? []
   const [connectionId, setConnectionId] = useState('')
   const connection = list.find((c) => c._id === connectionId) ?? list[0]

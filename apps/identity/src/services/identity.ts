@@ -155,29 +155,45 @@ export class IdentityService {
     return (await this.store.listApiKeys(organizationId)).map(publicApiKey)
   }
 
+  /**
+   * The audit entry of a change to a key, summarised from the key as the store reads it in the
+   * change's transaction (`build`, undefined without a context: nothing recorded); `done` tells
+   * the relay when the store wrote it (a change that changed nothing builds none).
+   */
+  private async keyAudit(
+    audit: AuditContext | undefined,
+    organizationId: string,
+    action: 'apiKey.revoked' | 'apiKey.renamed',
+    keyId: string,
+    summary: (key: ApiKeyRecord) => string,
+  ): Promise<{ build: ((key: ApiKeyRecord) => AuditEntry[]) | undefined; done: () => void }> {
+    // Built before the transaction (naming the actor may read the store).
+    const [template] = await this.entries(audit, organizationId, action, { type: 'apiKey', id: keyId }, '')
+    let built = false
+    return {
+      build: template
+        ? (key) => {
+            built = true
+            return [{ ...template, summary: summary(key).slice(0, 500) }]
+          }
+        : undefined,
+      done: () => {
+        if (built) this.onAudit()
+      },
+    }
+  }
+
   /** Revokes a key and tells every gateway replica to drop it now (its cache would keep it a while). */
   async revokeApiKey(organizationId: string, keyId: string, audit?: AuditContext): Promise<ApiKey> {
-    // Built before the transaction (naming the actor may read the store); summarised from the key.
-    const [template] = await this.entries(
+    const entry = await this.keyAudit(
       audit,
       organizationId,
       'apiKey.revoked',
-      { type: 'apiKey', id: keyId },
-      '',
-    )
-    let audited = false
-    const key = await this.store.revokeApiKey(
-      organizationId,
       keyId,
-      new Date().toISOString(),
-      template
-        ? (k) => {
-            audited = true
-            return [{ ...template, summary: `revoked API key "${k.name}" (${k.prefix}…)`.slice(0, 500) }]
-          }
-        : undefined,
+      (k) => `revoked API key "${k.name}" (${k.prefix}…)`,
     )
-    if (audited) this.onAudit()
+    const key = await this.store.revokeApiKey(organizationId, keyId, new Date().toISOString(), entry.build)
+    entry.done()
     if (!key) throw new AppError('NOT_FOUND', 'api key not found')
     const event: ApiKeyRevokedEvent = { keyId: key._id, hash: key.hash, organizationId: key.organizationId }
     this.bus.broadcast(SUBJECTS.apiKeyRevoked, event)
@@ -195,31 +211,15 @@ export class IdentityService {
     name: string,
     audit?: AuditContext,
   ): Promise<ApiKey> {
-    const [template] = await this.entries(
+    const entry = await this.keyAudit(
       audit,
       organizationId,
       'apiKey.renamed',
-      { type: 'apiKey', id: keyId },
-      '',
-    )
-    let audited = false
-    const before = await this.store.renameApiKey(
-      organizationId,
       keyId,
-      name,
-      template
-        ? (k) => {
-            audited = true
-            return [
-              {
-                ...template,
-                summary: `renamed API key "${k.name}" (${k.prefix}…) to "${name}"`.slice(0, 500),
-              },
-            ]
-          }
-        : undefined,
+      (k) => `renamed API key "${k.name}" (${k.prefix}…) to "${name}"`,
     )
-    if (audited) this.onAudit()
+    const before = await this.store.renameApiKey(organizationId, keyId, name, entry.build)
+    entry.done()
     if (!before) throw new AppError('NOT_FOUND', 'api key not found')
     return publicApiKey({ ...before, name })
   }

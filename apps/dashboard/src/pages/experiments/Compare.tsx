@@ -7,7 +7,7 @@ import { Link, useNavigate } from 'react-router'
 import { usePrompt } from '../../prompt.ts'
 import { client, useSignedIn } from '../../session.ts'
 import { ErrorBanner, Field, When } from '../../ui.tsx'
-import { connectionsKey } from '../settings/Connections.tsx'
+import { useConnections } from '../settings/Connections.tsx'
 
 type Choice = 'draft' | `v${number}`
 
@@ -38,12 +38,7 @@ export function Compare() {
     queryKey: ['datasets', organizationId, 'all'],
     queryFn: () => client.api.listDatasets({ query: { page: 1, limit: 100, ...org } }),
   })
-  const connections = useQuery({
-    queryKey: connectionsKey(organizationId),
-    queryFn: () => client.api.listConnections({ params: { id: organizationId ?? '' } }),
-    enabled: organizationId !== null,
-    retry: false,
-  })
+  const connections = useConnections()
   const connectionList = connections.data?.connections ?? []
   const past = useQuery({
     queryKey: ['experiments', organizationId, prompt._id],

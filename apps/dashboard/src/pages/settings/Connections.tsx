@@ -6,8 +6,18 @@ import { client, useSignedIn } from '../../session.ts'
 import { ConfirmDialog, Dialog, Empty, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, useMyRole } from './common.tsx'
 
-/** The query key of the organization's model provider connections (the Playground reads it too). */
-export const connectionsKey = (org: string | null) => ['connections', org] as const
+/** The query key of the organization's model provider connections. */
+const connectionsKey = (org: string | null) => ['connections', org] as const
+
+/** The organization's model provider connections: this page's list, the Playground's and the experiment form's choice. */
+export function useConnections() {
+  const { organizationId } = useSignedIn()
+  return useQuery({
+    queryKey: connectionsKey(organizationId),
+    queryFn: () => client.api.listConnections({ params: { id: organizationId ?? '' } }),
+    enabled: organizationId !== null,
+  })
+}
 
 const PROVIDER_LABEL: Record<Provider, string> = {
   openai: 'OpenAI',
@@ -27,10 +37,7 @@ export function Connections() {
 function ManageConnections() {
   const { organizationId } = useSignedIn()
   const queryClient = useQueryClient()
-  const list = useQuery({
-    queryKey: connectionsKey(organizationId),
-    queryFn: () => client.api.listConnections({ params: { id: organizationId ?? '' } }),
-  })
+  const list = useConnections()
   const [notice, setNotice] = useState('')
   const connections = list.data?.connections ?? []
   return (
