@@ -19,6 +19,8 @@ export default defineConfig({
     // must not lean on module state another file left (docs/decisions.md, "Test files share
     // their worker's modules").
     isolate: false,
+    execArgv: ['--conditions=source', '--disable-warning=ExperimentalWarning'],
+    experimental: { viteModuleRunner: false, nodeLoader: false },
     // Integration tests run three packages and three e2e files at a time on two cores (npm test):
     // a test that takes 15-20 s alone can pass 30 s there, and on the slow 2-core machines (twice
     // the CPU for the same work) over 100 s. The bound only catches a hang.

@@ -3,9 +3,10 @@ import { closeSync, mkdirSync, openSync, statSync, unlinkSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { entryArgs } from './bundles.ts'
+import { REPO_ROOT } from './root.ts'
 
-export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+export { REPO_ROOT }
 
 /** Ports handed out by this process: never twice. */
 const handedOut = new Set<number>()
@@ -118,7 +119,7 @@ export function startProcess(
   env: Record<string, string>,
   opts: { umask?: number } = {},
 ): RunningProcess {
-  const node = [process.execPath, '--conditions=source', '--disable-warning=ExperimentalWarning', entry]
+  const node = [process.execPath, ...entryArgs(entry)]
   const [command = process.execPath, ...args] =
     opts.umask === undefined
       ? node
@@ -189,11 +190,11 @@ export function runEntry(
   env: Record<string, string>,
   stdin = '',
 ): Promise<ProcessResult> {
-  return runCommand(
-    process.execPath,
-    ['--conditions=source', '--disable-warning=ExperimentalWarning', entry, ...args],
-    { cwd: REPO_ROOT, env: childEnv(env), stdin },
-  )
+  return runCommand(process.execPath, [...entryArgs(entry), ...args], {
+    cwd: REPO_ROOT,
+    env: childEnv(env),
+    stdin,
+  })
 }
 
 /** Polls `url` until it answers 200 (or the deadline passes). */
