@@ -13,7 +13,7 @@ import {
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
-import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
+import { entryArgs, freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 const run = promisify(execFile)
@@ -118,7 +118,9 @@ describe('the docs: every block works as written', () => {
     mkdirSync(bin)
     writeFileSync(
       join(bin, 'pm'),
-      `#!/usr/bin/env bash\nexec "${process.execPath}" --conditions=source --disable-warning=ExperimentalWarning "${join(REPO_ROOT, 'apps/cli/src/main.ts')}" "$@"\n`,
+      `#!/usr/bin/env bash\nexec "${process.execPath}" ${entryArgs(join(REPO_ROOT, 'apps/cli/src/main.ts'))
+        .map((arg) => `"${arg}"`)
+        .join(' ')} "$@"\n`,
     )
     chmodSync(join(bin, 'pm'), 0o755)
     env = {
