@@ -1,7 +1,7 @@
 import { ALL_SCHEMAS, ERROR_CODES, listRoutes, type RouteSpec } from '@pm/contracts'
 import type { TObject, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { Ajv } from 'ajv'
+import { Ajv, type ValidateFunction } from 'ajv'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call } from '../src/client.ts'
 import { type InProcess, startInProcess, type Tenant } from '../src/inProcess.ts'
@@ -68,11 +68,18 @@ function expectEnvelopeOrSuccess(where: string, res: Answer, mustRefuse: boolean
 const ajv = new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, validateFormats: false })
 for (const schema of ALL_SCHEMAS) ajv.addSchema(schema)
 
+/** Each field's validator, compiled once (a schema object new on each call compiled again each time). */
+const fieldValidators = new WeakMap<TSchema, ValidateFunction>()
+
 /** Whether the services' validator accepts the value for this field. */
 function accepts(schema: TSchema | undefined, value: unknown): boolean {
   if (!schema) return false
-  const holder = { v: value }
-  return ajv.validate({ type: 'object', properties: { v: schema } }, holder)
+  let validate = fieldValidators.get(schema)
+  if (!validate) {
+    validate = ajv.compile({ type: 'object', properties: { v: schema } })
+    fieldValidators.set(schema, validate)
+  }
+  return validate({ v: value })
 }
 
 function baseBody(schema: TSchema | undefined): Record<string, unknown> {
