@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildOnce, hashFiles } from './buildOnce.ts'
 import { REPO_ROOT } from './root.ts'
@@ -32,8 +32,16 @@ function bundleDir(): string {
         .flatMap((name) => [`${top}/${name}/src`, `${top}/${name}/package.json`]),
     ),
   ].map((path) => join(REPO_ROOT, path))
-  const dir = join(REPO_ROOT, 'node_modules/.cache/pm-test-bundles', hashFiles(sources))
+  const cache = join(REPO_ROOT, 'node_modules/.cache/pm-test-bundles')
+  const dir = join(cache, hashFiles(sources))
   built = buildOnce(dir, 'cli.mjs', (partial) => {
+    // The bundles of earlier trees (about 8 MB each) go once they are an hour old: a run of
+    // one of them still going may restart a service from it.
+    for (const name of existsSync(cache) ? readdirSync(cache) : []) {
+      const path = join(cache, name)
+      const since = statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()
+      if (Date.now() - since > 3_600_000) rmSync(path, { recursive: true, force: true })
+    }
     execFileSync(
       process.execPath,
       [
