@@ -10,6 +10,8 @@ source "$ROOT/scripts/toolchain.sh"
 # Install when node_modules is missing or older than the lockfile.
 if [ ! -f node_modules/.modules.yaml ] || [ pnpm-lock.yaml -nt node_modules/.modules.yaml ]; then
   pnpm install --frozen-lockfile >&2
+  # pnpm may write the lockfile a moment after .modules.yaml: mark the install as the newer.
+  touch node_modules/.modules.yaml
 fi
 
 task="${1:-}"
