@@ -45,7 +45,7 @@ case "$task" in
     # The services, the embedded default and the CLI that the tests start as processes (about
     # 250 starts) start from bundles built once a run from their sources
     # (packages/testkit/src/bundles.ts): a start then costs about half the CPU of one that
-    # resolves and loads some 400 modules. PM_TEST_BUNDLES=0 starts the sources instead.
+    # resolves and loads some 320 modules. PM_TEST_BUNDLES=0 starts the sources instead.
     export PM_TEST_BUNDLES="${PM_TEST_BUNDLES:-1}"
     find . -path ./node_modules -prune -o -type d -name .test-results -prune -exec rm -rf {} + 2>/dev/null || true
     # Biome once over the whole repository (biome.json at the root): its import-cycle rule builds
