@@ -3,12 +3,12 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { dirname, join } from 'node:path'
 
 /** A hash of the files at `paths` (folders walked in name order; missing paths skipped). */
-export function hashFiles(paths: readonly string[], skip: (name: string) => boolean = () => false): string {
+export function hashFiles(paths: readonly string[]): string {
   const hash = createHash('sha256')
   const into = (path: string) => {
     if (!existsSync(path)) return
     if (statSync(path).isDirectory()) {
-      for (const name of readdirSync(path).sort()) if (!skip(name)) into(join(path, name))
+      for (const name of readdirSync(path).sort()) into(join(path, name))
       return
     }
     hash.update(path)

@@ -14,11 +14,6 @@ export const BUNDLED: readonly { name: string; entry: string }[] = [
   { name: 'cli', entry: join(REPO_ROOT, 'apps/cli/src/main.ts') },
 ]
 
-/** Whether this run starts bundles (PM_TEST_BUNDLES=1, which `npm test` sets). */
-export function bundlesWanted(): boolean {
-  return process.env.PM_TEST_BUNDLES === '1'
-}
-
 let built: string | undefined
 
 /** The folder of this tree's bundles, built by the first test process that asks (buildOnce). */
@@ -56,11 +51,12 @@ function bundleDir(): string {
 }
 
 /**
- * The Node arguments that start `entry`: its bundle when this run starts bundles and it is one
- * of BUNDLED, else its TypeScript source (Node 24 strips the types).
+ * The Node arguments that start `entry`: its bundle when this run starts bundles
+ * (PM_TEST_BUNDLES=1, which `npm test` sets) and it is one of BUNDLED, else its TypeScript
+ * source (Node 24 strips the types).
  */
 export function entryArgs(entry: string): string[] {
-  const bundled = bundlesWanted() ? BUNDLED.find((b) => b.entry === entry) : undefined
+  const bundled = process.env.PM_TEST_BUNDLES === '1' ? BUNDLED.find((b) => b.entry === entry) : undefined
   if (!bundled) return ['--conditions=source', '--disable-warning=ExperimentalWarning', entry]
   return [
     '--conditions=source',

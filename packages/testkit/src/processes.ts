@@ -109,7 +109,7 @@ export function childEnv(env: Record<string, string>): Record<string, string> {
 }
 
 /**
- * Starts a service entry point (TypeScript, run by Node 24 directly) as a child process
+ * Starts a service entry point (its TypeScript source, or its bundle: `entryArgs`) as a child process
  * with the given environment; collects its output lines for assertions. With `umask` (e.g.
  * 0o022), a shell sets it and then becomes Node (exec: same pid, signals reach Node).
  */
@@ -181,7 +181,7 @@ export function runCommand(
 }
 
 /**
- * Runs a TypeScript entry point (a CLI; Node 24 runs it directly, as startProcess does) to its
+ * Runs an entry point (a CLI; its source or bundle, as startProcess does) to its
  * end from the repository root, with `childEnv(env)` and `stdin` as its input.
  */
 export function runEntry(
