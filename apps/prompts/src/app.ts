@@ -84,10 +84,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
   metrics?.declare('prompts')
   if (metrics) {
     collectWhileOpen(app, metrics, async () => {
-      const backlog = await store.outboxBacklog()
-      metrics.outboxBacklog.set(backlog.count)
-      const oldest = backlog.oldestCreatedAt ? Date.parse(backlog.oldestCreatedAt) : Date.now()
-      metrics.outboxOldestAge.set(Math.max(0, (Date.now() - oldest) / 1000))
+      metrics.setOutboxBacklog(await store.outboxBacklog())
     })
   }
   const relay = new OutboxRelay(store, bus, app.log, {

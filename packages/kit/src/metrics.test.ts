@@ -13,6 +13,22 @@ describe('Metrics', () => {
     expect(await b.scrape()).not.toContain('pm_outbox_events_sent_total')
   })
 
+  it('reads the outbox backlog: the oldest event\'s age, and 0 exactly when none waits', async () => {
+    const m = new Metrics({ defaultMetrics: false })
+    const now = Date.parse('2026-11-29T08:00:10.000Z')
+    m.setOutboxBacklog({ count: 2, oldestCreatedAt: '2026-11-29T08:00:07.500Z' }, now)
+    let text = await m.scrape()
+    expect(text).toContain('pm_outbox_backlog_events 2')
+    expect(text).toContain('pm_outbox_oldest_unsent_age_seconds 2.5')
+    // A clock behind the event's time reads 0, not a negative age.
+    m.setOutboxBacklog({ count: 1, oldestCreatedAt: '2026-11-29T08:00:11.000Z' }, now)
+    expect(await m.scrape()).toContain('pm_outbox_oldest_unsent_age_seconds 0')
+    m.setOutboxBacklog({ count: 0, oldestCreatedAt: null })
+    text = await m.scrape()
+    expect(text).toContain('pm_outbox_backlog_events 0')
+    expect(text).toMatch(/^pm_outbox_oldest_unsent_age_seconds 0$/m)
+  })
+
   it('follows a running total at scrape time, by the difference', async () => {
     const m = new Metrics({ defaultMetrics: false })
     const stats = { hits: 0 }

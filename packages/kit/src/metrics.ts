@@ -146,6 +146,16 @@ export class Metrics {
     )
   }
 
+  /**
+   * The outbox gauges from a backlog reading: its count, and the age of its oldest event, 0
+   * exactly when none waits (not the difference of two clock readings, which can be 1 ms).
+   */
+  setOutboxBacklog(backlog: { count: number; oldestCreatedAt: string | null }, now = Date.now()): void {
+    this.outboxBacklog.set(backlog.count)
+    const oldest = backlog.oldestCreatedAt === null ? Number.NaN : Date.parse(backlog.oldestCreatedAt)
+    this.outboxOldestAge.set(Number.isNaN(oldest) ? 0 : Math.max(0, (now - oldest) / 1000))
+  }
+
   /** One per attempt: delivered, retry (another attempt is scheduled) or failed (given up). */
   get webhookAttempts(): Counter<'outcome'> {
     return this.once(
