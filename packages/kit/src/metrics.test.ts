@@ -13,7 +13,7 @@ describe('Metrics', () => {
     expect(await b.scrape()).not.toContain('pm_outbox_events_sent_total')
   })
 
-  it('reads the outbox backlog: the oldest event\'s age, and 0 exactly when none waits', async () => {
+  it("reads the outbox backlog: the oldest event's age, and 0 exactly when none waits", async () => {
     const m = new Metrics({ defaultMetrics: false })
     const now = Date.parse('2026-11-29T08:00:10.000Z')
     m.setOutboxBacklog({ count: 2, oldestCreatedAt: '2026-11-29T08:00:07.500Z' }, now)
