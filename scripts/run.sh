@@ -47,6 +47,10 @@ case "$task" in
     # (packages/testkit/src/bundles.ts): a start then costs about half the CPU of one that
     # resolves and loads some 320 modules. PM_TEST_BUNDLES=0 starts the sources instead.
     export PM_TEST_BUNDLES="${PM_TEST_BUNDLES:-1}"
+    # The browser tests check every page at both widths with axe-core but write no screenshots
+    # (e2e/src/dashboardPage.ts, SHOTS_WANTED): PM_TEST_SHOTS=1 writes them to e2e/.screenshots/,
+    # as a browser test file run on its own does.
+    export PM_TEST_SHOTS="${PM_TEST_SHOTS:-0}"
     find . -path ./node_modules -prune -o -type d -name .test-results -prune -exec rm -rf {} + 2>/dev/null || true
     # Biome once over the whole repository (biome.json at the root): its import-cycle rule builds
     # the project's module graph, which a run per package built again each time (17 runs: about

@@ -18,6 +18,13 @@ import { ADMIN } from './slice.ts'
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 /** Where the screenshots go (e2e/.screenshots/, ignored by git). */
 export const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
+/**
+ * Whether the page checks write their screenshots: yes, unless PM_TEST_SHOTS=0 (`npm test` sets
+ * it: drawing and encoding some 300 full-page PNGs was about a tenth of chromium's CPU in a run,
+ * and no test reads them). Each page is still laid out at both widths and checked with axe-core;
+ * a failing test's own screenshot is taken either way.
+ */
+export const SHOTS_WANTED = process.env.PM_TEST_SHOTS !== '0'
 /** Desktop and narrow (a phone): each page is checked at both. */
 export const WIDTHS = [
   { width: 1280, height: 860 },
@@ -171,7 +178,8 @@ async function shoot(page: Page, name: string, opts: ShotOptions, withAxe: boole
     await page.evaluate(
       'new Promise((r) => { requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 500) })',
     )
-    await page.screenshot({ path: join(opts.dir ?? SHOTS, `${name}-${size.width}.png`), fullPage: true })
+    if (SHOTS_WANTED)
+      await page.screenshot({ path: join(opts.dir ?? SHOTS, `${name}-${size.width}.png`), fullPage: true })
     if (withAxe) await axe(page, `${name}@${size.width}`)
   }
   if (widths[0]) await page.setViewportSize(widths[0])

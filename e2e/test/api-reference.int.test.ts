@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { freePort, REPO_ROOT, type RunningProcess, startProcess, waitForHttp } from '@pm/testkit'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
-import { launchChromium, QUIET, SHOTS, WALK } from '../src/dashboardPage.ts'
+import { launchChromium, QUIET, SHOTS, SHOTS_WANTED, WALK } from '../src/dashboardPage.ts'
 import { ADMIN } from '../src/slice.ts'
 
 /**
@@ -95,13 +95,13 @@ describe('the API reference page in a real browser', { timeout: WALK }, () => {
       path: '/api/v1/openapi.json',
       status: 200,
     })
-    await page.screenshot({ path: join(SHOTS, 'api-reference-try-it-1280.png') })
+    if (SHOTS_WANTED) await page.screenshot({ path: join(SHOTS, 'api-reference-try-it-1280.png') })
     await page.keyboard.press('Escape')
 
     // Narrow screens get the same page.
     await page.setViewportSize({ width: 390, height: 844 })
     await page.evaluate('window.scrollTo(0, 0)')
-    await page.screenshot({ path: join(SHOTS, 'api-reference-390.png') })
+    if (SHOTS_WANTED) await page.screenshot({ path: join(SHOTS, 'api-reference-390.png') })
 
     expect(elsewhere).toEqual([])
     expect(consoleErrors).toEqual([])
