@@ -27,7 +27,14 @@ export interface WorkerOptions {
   metrics?: Metrics
   /** Each attempt is a span (webhooks.deliver) when given. */
   tracing?: Tracing
+  /**
+   * How often previous signing secrets whose overlap has ended are dropped from the store
+   * (WebhookStore.dropExpiredPreviousSecrets); also once at start. Default a minute.
+   */
+  secretSweepMs?: number
 }
+
+const SECRET_SWEEP_MS = 60_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const newToken = () => randomBytes(12).toString('hex')
@@ -54,6 +61,9 @@ export class DeliveryWorker {
   private ticking = false
   private again = false
   private pollTimer: NodeJS.Timeout | undefined
+  private sweepTimer: NodeJS.Timeout | undefined
+  /** The sweep of expired previous secrets in flight, which stop() waits for. */
+  private sweeping: Promise<void> | undefined
   private readonly wakeTimers = new Set<NodeJS.Timeout>()
   private readonly inFlight = new Set<Promise<void>>()
 
@@ -68,7 +78,9 @@ export class DeliveryWorker {
     if (this.running) return
     this.running = true
     this.pollTimer = setInterval(() => this.kick(), this.opts.pollMs)
+    this.sweepTimer = setInterval(() => this.sweepSecrets(), this.opts.secretSweepMs ?? SECRET_SWEEP_MS)
     this.kick()
+    this.sweepSecrets()
     // After a restart, a retry due before the first poll is attempted on time.
     this.opts.store.nextDueAt().then(
       (at) => {
@@ -82,8 +94,10 @@ export class DeliveryWorker {
   async stop(): Promise<void> {
     this.running = false
     if (this.pollTimer) clearInterval(this.pollTimer)
+    if (this.sweepTimer) clearInterval(this.sweepTimer)
     for (const t of this.wakeTimers) clearTimeout(t)
     this.wakeTimers.clear()
+    await this.sweeping
     while (this.ticking || this.inFlight.size > 0) {
       await Promise.all([...this.inFlight])
       if (this.ticking) await new Promise((r) => setImmediate(r))
@@ -118,6 +132,29 @@ export class DeliveryWorker {
       Math.max(0, delay),
     )
     this.wakeTimers.add(timer)
+  }
+
+  /**
+   * Drops the previous secrets that sign no more. Every replica sweeps; the update is
+   * idempotent, so two at once drop each secret once between them. Outside any caller's context.
+   */
+  private sweepSecrets(): void {
+    this.background(() => {
+      if (!this.running || this.sweeping) return
+      this.sweeping = this.opts.store
+        .dropExpiredPreviousSecrets(iso(Date.now()))
+        .then(
+          (dropped) => {
+            if (dropped > 0)
+              this.opts.log.info({ dropped }, 'dropped previous webhook secrets past their overlap')
+          },
+          (err: unknown) =>
+            this.opts.log.error({ err }, 'webhook worker could not drop expired previous secrets'),
+        )
+        .finally(() => {
+          this.sweeping = undefined
+        })
+    })
   }
 
   private async tick(): Promise<void> {

@@ -6,10 +6,12 @@ import { DatabaseSync } from 'node:sqlite'
 import { MemoryBus } from '@pm/bus'
 import { type CallerContext, CONTEXT_HEADER, type CreatedWebhook } from '@pm/contracts'
 import { loadSecretBox, newId, SecretBox, signContext } from '@pm/kit'
-import { describe, expect, it } from 'vitest'
+import type { FastifyBaseLogger } from 'fastify'
+import { describe, expect, it, vi } from 'vitest'
 import { buildApp, loadWebhooksConfig } from '../src/app.ts'
 import { generateSecret } from '../src/domain/signature.ts'
 import { SqliteWebhookStore } from '../src/store/sqlite.ts'
+import { DeliveryWorker } from '../src/worker.ts'
 
 const INTERNAL = randomBytes(32).toString('hex')
 const newKey = () => SecretBox.generateKey().toString('base64')
@@ -187,6 +189,48 @@ describe('signing secrets at rest', () => {
     )
     const again = await start(dir)
     await again.close()
+  })
+
+  it('drops a previous secret once its overlap ends, while the worker runs: no copy left in the files', async () => {
+    const dir = tempDir()
+    const { webhook } = await createWebhook(dir)
+    const previous = stored(dir).get(webhook._id) ?? ''
+    const box = loadSecretBox({ DATA_DIR: dir })
+    const store = new SqliteWebhookStore(join(dir, 'webhooks.db'))
+    const quiet = { info: () => {}, error: () => {} } as unknown as FastifyBaseLogger
+    const worker = new DeliveryWorker({
+      store,
+      secrets: box,
+      log: quiet,
+      allowPrivate: true,
+      timeoutMs: 1_000,
+      retryScale: 1,
+      pollMs: 60_000,
+      concurrency: 1,
+      secretSweepMs: 50,
+    })
+    const previousOf = async () => (await store.getSubscriptionById(webhook._id))?.previousSecret
+    try {
+      const until = new Date(Date.now() + 1_500).toISOString()
+      const rotated = await store.rotateSecret(webhook.organizationId, webhook._id, previous, {
+        secret: box.seal(generateSecret(), webhook._id),
+        previousSecret: previous,
+        previousSecretExpiresAt: until,
+        updatedAt: new Date().toISOString(),
+      })
+      expect(rotated?.previousSecret).toBe(previous)
+      worker.start()
+      // The sweep at start keeps it: it still signs.
+      await new Promise((r) => setTimeout(r, 200))
+      expect(await previousOf()).toBe(previous)
+      await vi.waitFor(async () => expect(await previousOf()).toBeNull(), { timeout: 10_000, interval: 25 })
+      expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(until))
+      expect((await store.getSubscriptionById(webhook._id))?.previousSecretExpiresAt).toBeNull()
+    } finally {
+      await worker.stop()
+      await store.close()
+    }
+    expect(onDisk(dir, previous)).toBe(false)
   })
 
   it('refuses to start in the distributed mode without SECRETS_KEY, before connecting', async () => {

@@ -180,6 +180,43 @@ for (const backend of backends) {
       })
     })
 
+    it('drops the previous secrets whose overlap has ended, and only those', async () => {
+      const s = await open()
+      const org = newId()
+      const ended = subscription(org, {
+        secret: 'enc:v1:a2',
+        previousSecret: 'enc:v1:a1',
+        previousSecretExpiresAt: at(1_000),
+        updatedAt: at(500),
+      })
+      const endsNow = subscription(org, {
+        secret: 'enc:v1:b2',
+        previousSecret: 'enc:v1:b1',
+        previousSecretExpiresAt: at(5_000),
+      })
+      const signing = subscription(org, {
+        secret: 'enc:v1:c2',
+        previousSecret: 'enc:v1:c1',
+        previousSecretExpiresAt: at(5_001),
+      })
+      const none = subscription(org, { secret: 'enc:v1:d' })
+      for (const sub of [ended, endsNow, signing, none]) await s.createSubscription(sub)
+
+      expect(await s.dropExpiredPreviousSecrets(at(5_000))).toBe(2)
+      const after = async (id: string) => {
+        const sub = await s.getSubscriptionById(id)
+        return [sub?.secret, sub?.previousSecret, sub?.previousSecretExpiresAt, sub?.updatedAt]
+      }
+      expect(await after(ended._id)).toEqual(['enc:v1:a2', null, null, at(500)])
+      expect(await after(endsNow._id)).toEqual(['enc:v1:b2', null, null, at(0)])
+      expect(await after(signing._id)).toEqual(['enc:v1:c2', 'enc:v1:c1', at(5_001), at(0)])
+      expect(await after(none._id)).toEqual(['enc:v1:d', null, null, at(0)])
+      // Nothing left to drop; a minute later the last one goes too.
+      expect(await s.dropExpiredPreviousSecrets(at(5_000))).toBe(0)
+      expect(await s.dropExpiredPreviousSecrets(at(65_000))).toBe(1)
+      expect(await after(signing._id)).toEqual(['enc:v1:c2', null, null, at(0)])
+    })
+
     it('keeps subscriptions per workspace and finds the active ones for an event type', async () => {
       const s = await open()
       const org = newId()

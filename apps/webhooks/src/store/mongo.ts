@@ -163,6 +163,15 @@ export class MongoWebhookStore implements WebhookStore {
     return this.updateAudited({ _id: id, organizationId, secret: expected }, { $set: { ...next } }, audit)
   }
 
+  async dropExpiredPreviousSecrets(now: string): Promise<number> {
+    // `$ne: null` also leaves out documents without the field (written before rotation existed).
+    const result = await this.subscriptions.updateMany(
+      { previousSecret: { $ne: null }, previousSecretExpiresAt: { $lte: now } },
+      { $set: { previousSecret: null, previousSecretExpiresAt: null } },
+    )
+    return result.modifiedCount
+  }
+
   async deleteSubscription(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
     const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {

@@ -285,6 +285,20 @@ export class SqliteWebhookStore implements WebhookStore {
     return rotated
   }
 
+  async dropExpiredPreviousSecrets(now: string): Promise<number> {
+    const dropped = Number(
+      this.db
+        .prepare(
+          `UPDATE subscriptions SET previous_secret = NULL, previous_secret_expires_at = NULL
+           WHERE previous_secret IS NOT NULL AND previous_secret_expires_at <= ?`,
+        )
+        .run(now).changes,
+    )
+    // As for a secret dropped at once: no copy left in the WAL either.
+    if (dropped > 0) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+    return dropped
+  }
+
   async deleteSubscription(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
     return transaction(this.db, () => {
       const deleted = this.run(

@@ -129,6 +129,13 @@ export interface WebhookStore extends AuditOutbox {
     next: SecretRotation,
     audit?: AuditEntry[],
   ): Promise<SubscriptionRecord | null>
+  /**
+   * Forgets every previous signing secret whose overlap ended at or before `now` (ISO-8601): it
+   * signs nothing any more, so no copy of it is kept (the delivery worker calls this once a
+   * minute). Leaves `updatedAt` and writes no audit entry: nothing a user set changes. Returns
+   * how many were dropped.
+   */
+  dropExpiredPreviousSecrets(now: string): Promise<number>
   /** Removes the subscription with its deliveries and their attempts; false when it was not there. */
   deleteSubscription(organizationId: string, id: string, audit?: AuditEntry[]): Promise<boolean>
 
