@@ -32,6 +32,7 @@ export async function buildApp(opts: RenderAppOptions): Promise<Service> {
     resolveCacheSize: config.RESOLVE_CACHE_SIZE,
     resolveTtlMs: config.RESOLVE_CACHE_TTL_MS,
     connections: config.PROMPTS_CONNECTIONS,
+    timeoutMs: config.PROMPTS_TIMEOUT_MS,
     ...(tracing ? { tracing } : {}),
   })
   bus.onBroadcast(SUBJECTS.promptChanged, (data) => {

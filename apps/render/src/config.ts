@@ -25,6 +25,12 @@ export const RenderConfigSchema = Type.Object({
   SPLIT_COUNTS_FLUSH_MS: Type.Integer({ minimum: 100, maximum: 10_000, default: 5_000 }),
   /** Keep-alive connections to the prompts service. */
   PROMPTS_CONNECTIONS: Type.Integer({ minimum: 1, default: 32 }),
+  /**
+   * The most one lookup at the prompts service may take, connect to last byte; then 504
+   * UPSTREAM_TIMEOUT. Below the gateway's UPSTREAM_TIMEOUT_MS (30 s), so that the caller gets
+   * this answer rather than the gateway's.
+   */
+  PROMPTS_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000 }),
 })
 export type RenderConfig = Static<typeof RenderConfigSchema>
 

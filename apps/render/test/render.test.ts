@@ -346,6 +346,34 @@ describe('render service', () => {
       expect(res.body.error?.code).toBe('NOT_FOUND')
     })
 
+    it('answers 504 UPSTREAM_TIMEOUT when the prompts service takes longer than PROMPTS_TIMEOUT_MS', async () => {
+      await app.close()
+      await start({ PROMPTS_TIMEOUT_MS: '300' })
+      const p = fake.add(ORG, 'slow')
+      fake.publish(p._id)
+      let open = () => {}
+      fake.gate = new Promise<void>((resolve) => {
+        open = resolve
+      })
+      try {
+        const started = Date.now()
+        const res = await post(`/api/v1/prompts/${p._id}/invoke`, {})
+        expect([res.status, res.body.error?.code]).toEqual([504, 'UPSTREAM_TIMEOUT'])
+        expect(Date.now() - started).toBeGreaterThanOrEqual(290)
+        expect(Date.now() - started).toBeLessThan(5_000)
+      } finally {
+        fake.gate = null
+        open()
+      }
+      // Answered in time again: the lookup is made anew, nothing of the timeout kept.
+      expect((await post(`/api/v1/prompts/${p._id}/invoke`, {})).status).toBe(200)
+      for (const bad of ['99', '120001', '1.5', 'soon'])
+        expect(
+          () => loadRenderConfig({ INTERNAL_AUTH_SECRET: SECRET, PROMPTS_TIMEOUT_MS: bad }),
+          bad,
+        ).toThrow(/PROMPTS_TIMEOUT_MS/)
+    })
+
     it('does not cache a lookup that was in flight when the change event arrived', async () => {
       const p = fake.add(ORG, 'one')
       fake.publish(p._id)

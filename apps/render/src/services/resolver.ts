@@ -74,7 +74,7 @@ export interface ResolverOptions {
   connections?: number
   /** This process's tracing: each call to the prompts service is a client span (render.prompts). */
   tracing?: Tracing
-  /** Deadline of one lookup, connect to last byte. */
+  /** Deadline of one lookup, connect to last byte (PROMPTS_TIMEOUT_MS; 10 s unless given). */
   timeoutMs?: number
 }
 
