@@ -1,9 +1,13 @@
+import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
+import type { TLSSocket } from 'node:tls'
+import { fileURLToPath } from 'node:url'
 import { gunzipSync } from 'node:zlib'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createOtelTracing } from './otel.ts'
-import { otlpTraceExporter, retryAfterMs, UndiciOtlpTransport } from './otlpExport.ts'
+import { otlpTraceExporter, retryAfterMs, tlsFromEnvironment, UndiciOtlpTransport } from './otlpExport.ts'
 
 interface Received {
   path: string
@@ -155,6 +159,88 @@ describe('OTLP export through undici', () => {
     const code = await new Promise<number>((resolve) => exporter.export([], (r) => resolve(r.code)))
     await exporter.shutdown()
     expect(code).toBe(1) // ExportResultCode.FAILED
+  })
+
+  describe('TLS to the collector (fixtures/otlp-tls: a test CA, the server and client it signed)', () => {
+    const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/otlp-tls/${name}`, import.meta.url))
+    /** An HTTPS collector that answers 200 and notes the client certificate's name, if any. */
+    async function collector(mutual: boolean) {
+      const clients: string[] = []
+      const https = createHttpsServer(
+        {
+          cert: readFileSync(fixture('server.pem')),
+          key: readFileSync(fixture('server-key.pem')),
+          ...(mutual
+            ? { ca: readFileSync(fixture('ca.pem')), requestCert: true, rejectUnauthorized: true }
+            : {}),
+        },
+        (req, res) => {
+          const peer = (req.socket as TLSSocket).getPeerCertificate()
+          clients.push([peer?.subject?.CN ?? ''].flat().join(','))
+          req.resume()
+          req.on('end', () => res.end())
+        },
+      )
+      await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve))
+      const url = `https://127.0.0.1:${(https.address() as AddressInfo).port}/v1/traces`
+      const close = () => new Promise<void>((resolve) => https.close(() => resolve()))
+      return { url, clients, close }
+    }
+    const exportTo = async (url: string) => {
+      const exporter = otlpTraceExporter(url, 'http/json')
+      try {
+        return await new Promise<number>((resolve) => exporter.export([], (r) => resolve(r.code)))
+      } finally {
+        await exporter.shutdown()
+      }
+    }
+
+    it('OTEL_EXPORTER_OTLP_CERTIFICATE: a collector signed by a private CA is trusted only with it', async () => {
+      const c = await collector(false)
+      try {
+        vi.stubEnv('OTEL_EXPORTER_OTLP_TIMEOUT', '2000')
+        // Not signed by a CA the system trusts: refused, nothing received.
+        expect(await exportTo(c.url)).toBe(1)
+        expect(c.clients).toEqual([])
+        // The TRACES_ variable wins over the general one (which names no file that exists).
+        vi.stubEnv('OTEL_EXPORTER_OTLP_CERTIFICATE', fixture('missing.pem'))
+        vi.stubEnv('OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE', fixture('ca.pem'))
+        expect(await exportTo(c.url)).toBe(0)
+        expect(c.clients).toHaveLength(1)
+      } finally {
+        await c.close()
+      }
+    })
+
+    it('OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _CLIENT_KEY: mutual TLS', async () => {
+      const c = await collector(true)
+      try {
+        vi.stubEnv('OTEL_EXPORTER_OTLP_TIMEOUT', '2000')
+        vi.stubEnv('OTEL_EXPORTER_OTLP_CERTIFICATE', fixture('ca.pem'))
+        // No client certificate: the collector refuses the handshake.
+        expect(await exportTo(c.url)).toBe(1)
+        expect(c.clients).toEqual([])
+        vi.stubEnv('OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE', fixture('client.pem'))
+        vi.stubEnv('OTEL_EXPORTER_OTLP_CLIENT_KEY', fixture('client-key.pem'))
+        expect(await exportTo(c.url)).toBe(0)
+        expect(c.clients).toEqual(['pm test client'])
+      } finally {
+        await c.close()
+      }
+    })
+
+    it('a file that cannot be read, or half a client pair, stops the start naming the variable', () => {
+      expect(() => tlsFromEnvironment({ OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('missing.pem') })).toThrow(
+        /^OTEL_EXPORTER_OTLP_CERTIFICATE: cannot read .*missing\.pem \(ENOENT\)$/,
+      )
+      expect(() =>
+        tlsFromEnvironment({ OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: fixture('client.pem') }),
+      ).toThrow(/set both or neither/)
+      expect(tlsFromEnvironment({})).toEqual({})
+      expect(Object.keys(tlsFromEnvironment({ OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('ca.pem') }))).toEqual([
+        'ca',
+      ])
+    })
   })
 
   it('Retry-After: seconds or an HTTP date, as the SDK reads it', () => {

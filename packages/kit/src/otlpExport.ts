@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { gzip as gzipCallback } from 'node:zlib'
 import { getStringFromEnv, parseKeyPairsIntoRecord } from '@opentelemetry/core'
@@ -19,6 +21,7 @@ import {
 } from '@opentelemetry/otlp-transformer'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
 import { Pool } from 'undici'
+import { ConfigError } from './config.ts'
 import type { OtlpProtocol } from './settings.ts'
 
 /**
@@ -33,7 +36,10 @@ import type { OtlpProtocol } from './settings.ts'
  *
  * Read as the SDK's exporter reads them: OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT (default 10 s),
  * OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION (`gzip` or `none`) and OTEL_EXPORTER_OTLP_[TRACES_]HEADERS
- * (`key=value,...`, percent-encoded values). Retried as the SDK retries: 429, 502, 503 and 504
+ * (`key=value,...`, percent-encoded values), and for an https endpoint
+ * OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE (the PEM file of the CAs that sign the collector's
+ * certificate, instead of the system's), OTEL_EXPORTER_OTLP_[TRACES_]CLIENT_CERTIFICATE and
+ * OTEL_EXPORTER_OTLP_[TRACES_]CLIENT_KEY (mutual TLS). Retried as the SDK retries: 429, 502, 503 and 504
  * and a refused or reset connection, with backoff (or the collector's Retry-After) within the
  * timeout.
  */
@@ -68,6 +74,43 @@ function headersFromEnvironment(): Record<string, string> {
   return headers
 }
 
+export interface OtlpTls {
+  ca?: Buffer
+  cert?: Buffer
+  key?: Buffer
+}
+
+/**
+ * The TLS files the OTel variables name, the TRACES_ one before the general one, read now (a
+ * relative path from the working directory, as the SDK reads it). Unlike the SDK, which warns
+ * and sends without them, a file that cannot be read stops the start with its variable's name:
+ * traces sent without the operator's CA or client certificate would only fail later, quietly.
+ */
+export function tlsFromEnvironment(env: NodeJS.ProcessEnv = process.env): OtlpTls {
+  const read = (suffix: string): Buffer | undefined => {
+    for (const name of [`OTEL_EXPORTER_OTLP_TRACES_${suffix}`, `OTEL_EXPORTER_OTLP_${suffix}`]) {
+      const file = env[name]?.trim()
+      if (!file) continue
+      try {
+        return readFileSync(resolve(process.cwd(), file))
+      } catch (err) {
+        throw new ConfigError(
+          `${name}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+        )
+      }
+    }
+    return undefined
+  }
+  const ca = read('CERTIFICATE')
+  const cert = read('CLIENT_CERTIFICATE')
+  const key = read('CLIENT_KEY')
+  if ((cert === undefined) !== (key === undefined))
+    throw new ConfigError(
+      'OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both or neither',
+    )
+  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) }
+}
+
 /** POSTs each serialized batch to `url` through one small undici pool, retrying what may be retried. */
 export class UndiciOtlpTransport implements IExporterTransport {
   private readonly pool: Pool
@@ -75,10 +118,14 @@ export class UndiciOtlpTransport implements IExporterTransport {
   private readonly headers: Record<string, string>
   private readonly compression: 'gzip' | 'none'
 
-  constructor(url: string, contentType: string, compression: 'gzip' | 'none') {
+  constructor(url: string, contentType: string, compression: 'gzip' | 'none', tls: OtlpTls = {}) {
     const target = new URL(url)
     this.compression = compression
-    this.pool = new Pool(target.origin, { connections: 2, keepAliveTimeout: 30_000 })
+    this.pool = new Pool(target.origin, {
+      connections: 2,
+      keepAliveTimeout: 30_000,
+      ...(target.protocol === 'https:' && Object.keys(tls).length > 0 ? { connect: { ...tls } } : {}),
+    })
     this.path = `${target.pathname}${target.search}`
     this.headers = {
       ...headersFromEnvironment(),
@@ -159,6 +206,7 @@ export function otlpTraceExporter(url: string, protocol: OtlpProtocol = 'http/pr
     url,
     json ? 'application/json' : 'application/x-protobuf',
     config.compression,
+    tlsFromEnvironment(),
   )
   // No meter provider: the SDK's own exporter metrics go to the global one, a no-op here.
   const metrics = new ExporterMetrics<ReadableSpan[]>({
