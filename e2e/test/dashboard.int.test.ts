@@ -359,10 +359,15 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     await expect
       .poll(() => page.locator('.diff ul.plain li').first().innerText())
       .toBe('~ message 2: [user] {{ question }} → [user] {{ question }} Thanks!')
-    expect(await page.locator('.config-diff figure').allInnerTexts()).toEqual([
-      'Before\n{\n  "model": "small-1",\n  "temperature": 0.2\n}',
-      'After\n{\n  "model": "small-1",\n  "temperature": 0.7\n}',
+    // The config line by line: the one setting that changed is the one line marked.
+    const configDiff = page.getByRole('table', { name: 'Config changes from Version 1 to Draft' })
+    expect(await configDiff.locator('td.code.removed').allTextContents()).toEqual([
+      'removed:   "temperature": 0.2',
     ])
+    expect(await configDiff.locator('td.code.added').allTextContents()).toEqual([
+      'added:   "temperature": 0.7',
+    ])
+    expect(await configDiff.locator('td.code.same').allTextContents()).toContain('  "model": "small-1",')
     await check('chat-history')
 
     // ---- environments of a prompt whose variables are required without defaults: nothing is

@@ -245,7 +245,28 @@ describe('chat prompts, config, slugs and change events through the gateway', ()
         removed: [{ index: 2, message: MESSAGES[2] }],
         changed: [{ index: 1, before: MESSAGES[1], after: { role: 'user', content: 'Now: {{question}}' } }],
       })
-      expect(diff.config).toEqual({ changed: true, before: CONFIG, after: { ...CONFIG, temperature: 0.9 } })
+      expect(diff.config).toEqual({
+        changed: true,
+        before: CONFIG,
+        after: { ...CONFIG, temperature: 0.9 },
+        // The JSON with sorted keys, line by line: one changed line, three of context before it.
+        hunks: [
+          {
+            oldStart: 3,
+            oldLines: 5,
+            newStart: 3,
+            newLines: 5,
+            lines: [
+              '   "response_format": {',
+              '     "type": "json_object"',
+              '   },',
+              '-  "temperature": 0.2',
+              '+  "temperature": 0.9',
+              ' }',
+            ],
+          },
+        ],
+      })
       expect(diff.template.added).toBeGreaterThan(0)
       const same = data<VersionDiff>(
         await key('GET', `/api/v1/prompts/${p._id}/versions/diff?from=${v2._id}&to=draft`),

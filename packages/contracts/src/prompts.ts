@@ -519,6 +519,11 @@ export const VersionDiff = Type.Object(
       changed: Type.Boolean(),
       before: Type.Union([Type.Ref(PromptConfig), Type.Null()]),
       after: Type.Union([Type.Ref(PromptConfig), Type.Null()]),
+      /**
+       * A line diff of the two as JSON (two spaces an indent, keys sorted at every depth; no
+       * config is no text), in the template's hunk shape; empty when unchanged.
+       */
+      hunks: Type.Array(Type.Ref(DiffHunk)),
     }),
   },
   { $id: 'VersionDiff' },

@@ -193,7 +193,6 @@ function DiffView({ versions }: { versions: PromptVersion[] }) {
 }
 
 function DiffResult({ diff, fromLabel, toLabel }: { diff: Diff; fromLabel: string; toLabel: string }) {
-  const blocks = sideBySide(diff.template.hunks)
   const vars = diff.variables
   const noVariableChange = vars.added.length + vars.removed.length + vars.changed.length === 0
   return (
@@ -202,50 +201,15 @@ function DiffResult({ diff, fromLabel, toLabel }: { diff: Diff; fromLabel: strin
         Template: <span className="added-text">+{diff.template.added}</span>{' '}
         <span className="removed-text">−{diff.template.removed}</span> lines
       </p>
-      {blocks.length === 0 ? (
+      {diff.template.hunks.length === 0 ? (
         <p className="muted">The templates are the same.</p>
       ) : (
-        <div className="table-wrap">
-          <table className="diff-table">
-            <caption className="sr-only">
-              Template changes from {fromLabel} to {toLabel}
-            </caption>
-            <colgroup>
-              <col className="ln-col" />
-              <col />
-              <col className="ln-col" />
-              <col />
-            </colgroup>
-            <thead>
-              <tr>
-                <th scope="col" colSpan={2}>
-                  {fromLabel}
-                </th>
-                <th scope="col" colSpan={2}>
-                  {toLabel}
-                </th>
-              </tr>
-            </thead>
-            {blocks.map((rows, b) => (
-              <tbody key={b}>
-                {rows.map((row, i) => (
-                  <tr key={i}>
-                    <td className="ln">{row.left?.n ?? ''}</td>
-                    <td className={`code ${row.left?.kind ?? 'none'}`}>
-                      {row.left && row.left.kind === 'removed' && <span className="sr-only">removed: </span>}
-                      {row.left?.text ?? ''}
-                    </td>
-                    <td className="ln">{row.right?.n ?? ''}</td>
-                    <td className={`code ${row.right?.kind ?? 'none'}`}>
-                      {row.right && row.right.kind === 'added' && <span className="sr-only">added: </span>}
-                      {row.right?.text ?? ''}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            ))}
-          </table>
-        </div>
+        <HunkTable
+          hunks={diff.template.hunks}
+          caption={`Template changes from ${fromLabel} to ${toLabel}`}
+          fromLabel={fromLabel}
+          toLabel={toLabel}
+        />
       )}
       {diff.messages.added.length + diff.messages.removed.length + diff.messages.changed.length > 0 && (
         <>
@@ -272,20 +236,12 @@ function DiffResult({ diff, fromLabel, toLabel }: { diff: Diff; fromLabel: strin
       {diff.config.changed && (
         <>
           <h3 className="small">Config</h3>
-          <div className="config-diff">
-            <figure>
-              <figcaption className="small">Before</figcaption>
-              <pre className="rendered removed-text">
-                {diff.config.before ? JSON.stringify(diff.config.before, null, 2) : '(none)'}
-              </pre>
-            </figure>
-            <figure>
-              <figcaption className="small">After</figcaption>
-              <pre className="rendered added-text">
-                {diff.config.after ? JSON.stringify(diff.config.after, null, 2) : '(none)'}
-              </pre>
-            </figure>
-          </div>
+          <HunkTable
+            hunks={diff.config.hunks}
+            caption={`Config changes from ${fromLabel} to ${toLabel}`}
+            fromLabel={fromLabel}
+            toLabel={toLabel}
+          />
         </>
       )}
       <h3 className="small">Variables</h3>
@@ -330,4 +286,59 @@ function describeChange(
     out.push(`default “${before.defaultValue ?? ''}” → “${after.defaultValue ?? ''}”`)
   if (before.description !== after.description) out.push('description changed')
   return out
+}
+
+/** Unified hunks side by side, line numbers on each side (a template's, or a config's JSON). */
+function HunkTable({
+  hunks,
+  caption,
+  fromLabel,
+  toLabel,
+}: {
+  hunks: Diff['template']['hunks']
+  caption: string
+  fromLabel: string
+  toLabel: string
+}) {
+  return (
+    <div className="table-wrap">
+      <table className="diff-table">
+        <caption className="sr-only">{caption}</caption>
+        <colgroup>
+          <col className="ln-col" />
+          <col />
+          <col className="ln-col" />
+          <col />
+        </colgroup>
+        <thead>
+          <tr>
+            <th scope="col" colSpan={2}>
+              {fromLabel}
+            </th>
+            <th scope="col" colSpan={2}>
+              {toLabel}
+            </th>
+          </tr>
+        </thead>
+        {sideBySide(hunks).map((rows, b) => (
+          <tbody key={b}>
+            {rows.map((row, i) => (
+              <tr key={i}>
+                <td className="ln">{row.left?.n ?? ''}</td>
+                <td className={`code ${row.left?.kind ?? 'none'}`}>
+                  {row.left && row.left.kind === 'removed' && <span className="sr-only">removed: </span>}
+                  {row.left?.text ?? ''}
+                </td>
+                <td className="ln">{row.right?.n ?? ''}</td>
+                <td className={`code ${row.right?.kind ?? 'none'}`}>
+                  {row.right && row.right.kind === 'added' && <span className="sr-only">added: </span>}
+                  {row.right?.text ?? ''}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        ))}
+      </table>
+    </div>
+  )
 }

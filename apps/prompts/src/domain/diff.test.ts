@@ -14,7 +14,7 @@ describe('diffVersions', () => {
       template: { hunks: [], added: 0, removed: 0 },
       variables: { added: [], removed: [], changed: [] },
       messages: { added: [], removed: [], changed: [] },
-      config: { changed: false, before: null, after: null },
+      config: { changed: false, before: null, after: null, hunks: [] },
     })
   })
 
@@ -184,6 +184,16 @@ describe('diffVersions', () => {
       changed: true,
       before: { model: 'a', temperature: 0 },
       after: { temperature: 0, model: 'b' },
+      // Line by line, keys sorted: the one setting that changed is the one line that did.
+      hunks: [
+        {
+          oldStart: 1,
+          oldLines: 4,
+          newStart: 1,
+          newLines: 4,
+          lines: [' {', '-  "model": "a",', '+  "model": "b",', '   "temperature": 0', ' }'],
+        },
+      ],
     })
     const same = diffVersions(
       { template: '', variables: [], messages: [system], config: { a: [1, { b: 2 }] } },
@@ -198,6 +208,34 @@ describe('diffVersions', () => {
       labels,
     )
     expect(shorter.messages.removed).toEqual([{ index: 1, message: history }])
-    expect(shorter.config).toEqual({ changed: false, before: null, after: null })
+    expect(shorter.config).toEqual({ changed: false, before: null, after: null, hunks: [] })
+  })
+
+  it('diffs config line by line: keys in any order are the same config; none is no text', () => {
+    const side = { template: '', variables: [] }
+    const reordered = diffVersions(
+      { ...side, config: { model: 'a', tools: [{ name: 't', args: { x: 1, a: 2 } }] } },
+      { ...side, config: { tools: [{ args: { a: 2, x: 1 }, name: 't' }], model: 'a' } },
+      labels,
+    )
+    expect([reordered.config.changed, reordered.config.hunks]).toEqual([false, []])
+    // A nested setting changed: only its line, with sorted keys around it as context.
+    const nested = diffVersions(
+      { ...side, config: { tools: [{ name: 't', args: { x: 1, a: 2 } }], model: 'a' } },
+      { ...side, config: { model: 'a', tools: [{ name: 't', args: { a: 3, x: 1 } }] } },
+      labels,
+    )
+    const changedLines = nested.config.hunks.flatMap((h) => h.lines).filter((l) => /^[-+]/.test(l))
+    expect(changedLines).toEqual(['-        "a": 2,', '+        "a": 3,'])
+    // Added where there was none: every line added, nothing removed.
+    const added = diffVersions(side, { ...side, config: { model: 'a' } }, labels)
+    expect(added.config).toEqual({
+      changed: true,
+      before: null,
+      after: { model: 'a' },
+      hunks: [{ oldStart: 1, oldLines: 0, newStart: 1, newLines: 3, lines: ['+{', '+  "model": "a"', '+}'] }],
+    })
+    const removed = diffVersions({ ...side, config: { model: 'a' } }, side, labels)
+    expect(removed.config.hunks.flatMap((h) => h.lines)).toEqual(['-{', '-  "model": "a"', '-}'])
   })
 })

@@ -44,7 +44,7 @@ export interface VersionDiff {
     removed: { index: number; message: ChatMessage }[]
     changed: MessageChange[]
   }
-  config: { changed: boolean; before: PromptConfig | null; after: PromptConfig | null }
+  config: { changed: boolean; before: PromptConfig | null; after: PromptConfig | null; hunks: DiffHunk[] }
 }
 
 /**
@@ -58,10 +58,11 @@ function lineEnded(from: string, to: string): [string, string] {
   return [from === '' ? from : `${from}\n`, to === '' ? to : `${to}\n`]
 }
 
-function diffTemplate(from: string, to: string): VersionDiff['template'] {
+/** A line diff of two texts (a template, a config's JSON): unified hunks and the lines each way. */
+function diffLines(from: string, to: string): VersionDiff['template'] {
   if (from === to) return { hunks: [], added: 0, removed: 0 }
   const [a, b] = lineEnded(from, to)
-  const patch = structuredPatch('template', 'template', a, b, undefined, undefined, {
+  const patch = structuredPatch('text', 'text', a, b, undefined, undefined, {
     context: DIFF_CONTEXT_LINES,
   })
   let added = 0
@@ -129,10 +130,35 @@ function diffMessages(from: ChatMessage[], to: ChatMessage[]): VersionDiff['mess
   return { added, removed, changed }
 }
 
+/** Objects' keys sorted at every depth (arrays keep their order): how a config is compared as text. */
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys)
+  if (value === null || typeof value !== 'object') return value
+  const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+    a < b ? -1 : a > b ? 1 : 0,
+  )
+  return Object.fromEntries(entries.map(([k, v]) => [k, sortedKeys(v)]))
+}
+
+/** A config as its diff shows it: JSON, two spaces an indent, keys sorted; none is no text. */
+export function configText(config: PromptConfig | null): string {
+  return config === null ? '' : JSON.stringify(sortedKeys(config), null, 2)
+}
+
+/**
+ * Whether the config changed (as a value: the order of its keys is no change), both sides, and
+ * a line diff of their JSON, keys sorted, so that one changed setting is one changed line.
+ */
 function diffConfig(from: PromptConfig | undefined, to: PromptConfig | undefined): VersionDiff['config'] {
   const before = from ?? null
   const after = to ?? null
-  return { changed: !isDeepStrictEqual(before, after), before, after }
+  const changed = !isDeepStrictEqual(before, after)
+  return {
+    changed,
+    before,
+    after,
+    hunks: changed ? diffLines(configText(before), configText(after)).hunks : [],
+  }
 }
 
 /**
@@ -148,7 +174,7 @@ export function diffVersions(
   return {
     from: labels.from,
     to: labels.to,
-    template: diffTemplate(from.template, to.template),
+    template: diffLines(from.template, to.template),
     variables: diffVariables(from.variables, to.variables),
     messages: diffMessages(from.messages ?? [], to.messages ?? []),
     config: diffConfig(from.config, to.config),
