@@ -579,7 +579,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     await page.getByRole('button', { name: 'Fork version 1' }).click()
     const dialog = page.getByRole('dialog', { name: 'Fork version 1' })
     await dialog.getByLabel('Name of the copy').fill('Release notes for Beta')
-    await dialog.getByLabel('Target workspace').selectOption({ label: 'Beta Labs' })
+    await dialog.getByLabel('Target organization').selectOption({ label: 'Beta Labs' })
     await check('fork-version')
     await dialog.getByRole('button', { name: 'Fork', exact: true }).click()
     await expect
@@ -597,7 +597,7 @@ describe('the dashboard, part 2: settings, import, catalog and forks in a real b
     // From the catalog, signed in: fork into Beta too.
     await page.getByRole('link', { name: 'Catalog' }).click()
     await page.getByRole('link', { name: 'Weekly digest' }).click()
-    await page.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Beta Labs' })
+    await page.getByLabel('Target organization').selectOption({ label: 'Beta Labs' })
     await page.getByLabel('Name of the copy').fill('Digest (ours)')
     await page.getByRole('button', { name: 'Fork', exact: true }).click()
     await expect

@@ -293,7 +293,9 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     // ---- the list now shows the prompt and the counts
     await page.getByRole('link', { name: 'Prompts', exact: true }).first().click()
     await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
-    expect(await page.getByRole('list', { name: 'Workspace summary' }).innerText()).toContain('1 published')
+    expect(await page.getByRole('list', { name: 'Organization summary' }).innerText()).toContain(
+      '1 published',
+    )
     await check('prompts')
     // Search, tags and visibility narrow the list (kept in the URL); an empty result says so.
     await page.getByLabel('Search').fill('no such words')
@@ -410,7 +412,7 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     expect(beta.status).toBe(201)
     await afterARefresh()
     await page.reload()
-    const switcher = page.getByLabel('Organization')
+    const switcher = page.getByLabel('Organization', { exact: true })
     await expect.poll(() => switcher.locator('option').allInnerTexts()).toEqual(['Acme', 'Beta'])
     await switcher.selectOption({ label: 'Beta' })
     await expect.poll(() => page.getByRole('heading', { name: 'No prompts yet' }).isVisible()).toBe(true)

@@ -54,7 +54,8 @@ function ForkForm({
     return (
       <>
         <p className="banner banner-ok" role="status">
-          Forked into {into?.name ?? 'the workspace'} as “{result.prompt.name}”, published there as version 1.
+          Forked into {into?.name ?? 'the organization'} as “{result.prompt.name}”, published there as version
+          1.
         </p>
         <ErrorBanner error={openError} />
         <div className="actions">
@@ -97,7 +98,7 @@ function ForkForm({
       <ErrorBanner error={orgs.error} />
       {list.length > 0 && (
         <div className="field">
-          <label htmlFor={orgId}>Target workspace</label>
+          <label htmlFor={orgId}>Target organization</label>
           <select id={orgId} value={target} onChange={(e) => setTarget(e.target.value)}>
             {list.map((o) => (
               <option key={o._id} value={o._id}>

@@ -41,9 +41,9 @@ export function ImportFiles() {
       <h2 id="files-title">Import prompt files</h2>
       <p id={hintId} className="hint">
         Dotprompt (<code>.prompt</code>), Prompty (<code>.prompty</code>) or JSON files, a{' '}
-        <code>.tar.gz</code> from a workspace export, or a Langfuse prompt array (<code>.json</code>). Prompts
-        are matched by slug: new ones are created, known ones have their draft updated. Check first to see the
-        plan; nothing is written until you import.
+        <code>.tar.gz</code> from an organization export, or a Langfuse prompt array (<code>.json</code>).
+        Prompts are matched by slug: new ones are created, known ones have their draft updated. Check first to
+        see the plan; nothing is written until you import.
       </p>
       <form className="inline-form" onSubmit={(e) => e.preventDefault()}>
         <Field

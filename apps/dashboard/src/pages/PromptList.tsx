@@ -84,7 +84,7 @@ export function PromptList() {
         </div>
       </div>
       {data && (
-        <ul className="summary" aria-label="Workspace summary">
+        <ul className="summary" aria-label="Organization summary">
           <li>
             <strong>{data.summary.total}</strong> total
           </li>

@@ -58,7 +58,7 @@ export function CatalogPrompt() {
               <h2>Fork</h2>
               <p>
                 <Link to={`/sign-in?next=${encodeURIComponent(`/catalog/${p._id}`)}`}>Sign in</Link> to copy
-                this prompt into one of your workspaces.
+                this prompt into one of your organizations.
               </p>
             </section>
           )}
@@ -135,7 +135,7 @@ function Fork({ prompt }: { prompt: PublicPrompt }) {
   const into = list.find((o) => o._id === forked?.organizationId)
   return (
     <section className="panel" aria-labelledby={`${orgId}-title`}>
-      <h2 id={`${orgId}-title`}>Fork into a workspace</h2>
+      <h2 id={`${orgId}-title`}>Fork into an organization</h2>
       <p className="hint">A private copy of version {prompt.version}, published there as its version 1.</p>
       {orgs.isPending && <Loading label="Loading your organizations" />}
       <ErrorBanner error={orgs.error} />
@@ -148,7 +148,7 @@ function Fork({ prompt }: { prompt: PublicPrompt }) {
           }}
         >
           <div className="field">
-            <label htmlFor={orgId}>Workspace</label>
+            <label htmlFor={orgId}>Target organization</label>
             <select id={orgId} value={organizationId} onChange={(e) => setTarget(e.target.value)}>
               {list.map((o) => (
                 <option key={o._id} value={o._id}>
@@ -172,7 +172,7 @@ function Fork({ prompt }: { prompt: PublicPrompt }) {
       <ErrorBanner error={fork.error ?? openError} title="Not forked" />
       {forked && (
         <div className="banner banner-ok" role="status">
-          Forked into {into?.name ?? 'the workspace'} as “{forked.name}”.{' '}
+          Forked into {into?.name ?? 'the organization'} as “{forked.name}”.{' '}
           <button
             type="button"
             className="btn btn-small"
