@@ -29,6 +29,7 @@ import { ADMIN } from '../src/slice.ts'
  * filters, export). Screenshots at 1280 and 390 px into SHOTS_DIR (default e2e/.screenshots/,
  * names starting with "release-"), each checked with axe-core.
  */
+// Written unless PM_TEST_SHOTS=0 (as `npm test` sets it), SHOTS_DIR or not (dashboardPage.ts).
 const SHOTS = process.env.SHOTS_DIR ?? join(REPO_ROOT, 'e2e', '.screenshots')
 const MEMBER = { email: 'mia@example.com', password: 'member password 1', name: 'Mia Member' }
 

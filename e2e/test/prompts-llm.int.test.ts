@@ -161,6 +161,20 @@ describe('chat prompts, config, slugs and change events through the gateway', ()
       )
       expect((await refused(patch(p._id, { messages: [] }))).code).toBe('VALIDATION_ERROR')
       expect((await refused(patch(p._id, { config: [] }))).code).toBe('VALIDATION_ERROR')
+      // Nested deeper than 64 levels: refused before anything serializes it (5,000 deep overflowed
+      // JSON.stringify's stack: a 500).
+      // (The body is written by hand: the test's own JSON.stringify would overflow too.)
+      const tooDeep = await fetch(`${stack.gateway}/api/v1/prompts/${p._id}`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+        body: `{"config":{"a":${'['.repeat(5_000)}1${']'.repeat(5_000)}}}`,
+      })
+      const refusal = (await tooDeep.json()) as ErrorBody
+      expect([tooDeep.status, refusal.error.code, refusal.error.details]).toEqual([
+        400,
+        'VALIDATION_ERROR',
+        [expect.objectContaining({ path: '/body/config' })],
+      ])
       // Naming the type it has is accepted; messages change the derived template and variables.
       const edited = data<Prompt & { staleVariables?: string[] }>(
         await patch(p._id, { type: 'chat', messages: [{ role: 'user', content: 'Only {{question}}' }] }),

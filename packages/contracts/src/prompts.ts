@@ -24,6 +24,8 @@ export const MessageRole = Type.Union(
 export const MESSAGES_MAX = 100
 /** Serialized size of `config`, in bytes of UTF-8 JSON. */
 export const CONFIG_MAX_BYTES = 16 * 1024
+/** How deep a config's objects and arrays may nest (the files' import has the same bound). */
+export const CONFIG_MAX_DEPTH = 64
 export const SLUG_PATTERN = '^[a-z0-9]+(?:-[a-z0-9]+)*$'
 export const SLUG_MAX_LENGTH = 100
 
@@ -61,7 +63,7 @@ export type RenderedMessage = { role: MessageRole; content: string }
 /** Model settings kept with the prompt and each version: model, temperature, tools, ... */
 export const PromptConfig = Type.Record(Type.String(), Type.Unknown(), {
   $id: 'PromptConfig',
-  description: `A JSON object, at most ${CONFIG_MAX_BYTES} bytes serialized.`,
+  description: `A JSON object, at most ${CONFIG_MAX_BYTES} bytes serialized, nested at most ${CONFIG_MAX_DEPTH} levels deep.`,
 })
 export type PromptConfig = Record<string, unknown>
 
@@ -521,7 +523,8 @@ export const VersionDiff = Type.Object(
       after: Type.Union([Type.Ref(PromptConfig), Type.Null()]),
       /**
        * A line diff of the two as JSON (two spaces an indent, keys sorted at every depth; no
-       * config is no text), in the template's hunk shape; empty when unchanged.
+       * config is no text), in the template's hunk shape; empty when unchanged, and when a side
+       * (stored before CONFIG_MAX_DEPTH) nests deeper than that.
        */
       hunks: Type.Array(Type.Ref(DiffHunk)),
     }),

@@ -235,7 +235,14 @@ describe('OTLP export through undici', () => {
       )
       expect(() =>
         tlsFromEnvironment({ OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: fixture('client.pem') }),
-      ).toThrow(/set both or neither/)
+      ).toThrow(/^OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: set with its CLIENT_KEY or not at all$/)
+      expect(() => tlsFromEnvironment({ OTEL_EXPORTER_OTLP_CLIENT_KEY: fixture('client-key.pem') })).toThrow(
+        /^OTEL_EXPORTER_OTLP_CLIENT_KEY: set with its CLIENT_CERTIFICATE or not at all$/,
+      )
+      // An http endpoint reads none of them: a missing file stops nothing there.
+      vi.stubEnv('OTEL_EXPORTER_OTLP_CERTIFICATE', fixture('missing.pem'))
+      void otlpTraceExporter('http://127.0.0.1:9/v1/traces').shutdown()
+      expect(() => otlpTraceExporter('https://127.0.0.1:9/v1/traces')).toThrow(/cannot read/)
       expect(tlsFromEnvironment({})).toEqual({})
       expect(Object.keys(tlsFromEnvironment({ OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('ca.pem') }))).toEqual([
         'ca',

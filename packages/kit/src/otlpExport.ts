@@ -81,18 +81,20 @@ export interface OtlpTls {
 }
 
 /**
- * The TLS files the OTel variables name, the TRACES_ one before the general one, read now (a
+ * The TLS files the OTel variables name for an https endpoint, the TRACES_ one before the
+ * general one, read now (a
  * relative path from the working directory, as the SDK reads it). Unlike the SDK, which warns
  * and sends without them, a file that cannot be read stops the start with its variable's name:
  * traces sent without the operator's CA or client certificate would only fail later, quietly.
  */
 export function tlsFromEnvironment(env: NodeJS.ProcessEnv = process.env): OtlpTls {
-  const read = (suffix: string): Buffer | undefined => {
+  /** The variable that names `suffix`'s file (the TRACES_ one first), and the file read. */
+  const read = (suffix: string): { name: string; bytes: Buffer } | undefined => {
     for (const name of [`OTEL_EXPORTER_OTLP_TRACES_${suffix}`, `OTEL_EXPORTER_OTLP_${suffix}`]) {
       const file = env[name]?.trim()
       if (!file) continue
       try {
-        return readFileSync(resolve(process.cwd(), file))
+        return { name, bytes: readFileSync(resolve(process.cwd(), file)) }
       } catch (err) {
         throw new ConfigError(
           `${name}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
@@ -104,11 +106,16 @@ export function tlsFromEnvironment(env: NodeJS.ProcessEnv = process.env): OtlpTl
   const ca = read('CERTIFICATE')
   const cert = read('CLIENT_CERTIFICATE')
   const key = read('CLIENT_KEY')
-  if ((cert === undefined) !== (key === undefined))
+  const half = cert ?? key
+  if (half && !(cert && key))
     throw new ConfigError(
-      'OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both or neither',
+      `${half.name}: set with its ${cert ? 'CLIENT_KEY' : 'CLIENT_CERTIFICATE'} or not at all`,
     )
-  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) }
+  return {
+    ...(ca ? { ca: ca.bytes } : {}),
+    ...(cert ? { cert: cert.bytes } : {}),
+    ...(key ? { key: key.bytes } : {}),
+  }
 }
 
 /** POSTs each serialized batch to `url` through one small undici pool, retrying what may be retried. */
@@ -206,7 +213,8 @@ export function otlpTraceExporter(url: string, protocol: OtlpProtocol = 'http/pr
     url,
     json ? 'application/json' : 'application/x-protobuf',
     config.compression,
-    tlsFromEnvironment(),
+    // Only an https endpoint uses them (nor are the files read for an http one).
+    url.startsWith('https:') ? tlsFromEnvironment() : {},
   )
   // No meter provider: the SDK's own exporter metrics go to the global one, a no-op here.
   const metrics = new ExporterMetrics<ReadableSpan[]>({

@@ -236,12 +236,18 @@ function DiffResult({ diff, fromLabel, toLabel }: { diff: Diff; fromLabel: strin
       {diff.config.changed && (
         <>
           <h3 className="small">Config</h3>
-          <HunkTable
-            hunks={diff.config.hunks}
-            caption={`Config changes from ${fromLabel} to ${toLabel}`}
-            fromLabel={fromLabel}
-            toLabel={toLabel}
-          />
+          {(diff.config.hunks ?? []).length === 0 ? (
+            // Changed as a value but not line by line: nested too deeply to compare (stored
+            // before the depth limit), or a change JSON does not show (-0 and 0).
+            <p className="muted">The config changed, but not in a way its lines can show.</p>
+          ) : (
+            <HunkTable
+              hunks={diff.config.hunks}
+              caption={`Config changes from ${fromLabel} to ${toLabel}`}
+              fromLabel={fromLabel}
+              toLabel={toLabel}
+            />
+          )}
         </>
       )}
       <h3 className="small">Variables</h3>

@@ -57,7 +57,7 @@ describe('prompt content rules (DESIGN section 9)', () => {
     expect(code(() => buildContent('chat', { messages: long }, []))).toMatch(/^VALIDATION_ERROR/)
   })
 
-  it('config is at most 16 KiB serialized; the type is fixed', () => {
+  it('config is at most 16 KiB serialized and 64 levels deep; the type is fixed', () => {
     expect(checkConfig({ model: 'x' })).toEqual({ model: 'x' })
     expect(code(() => checkConfig({ blob: 'x'.repeat(16 * 1024) }))).toMatch(
       /^VALIDATION_ERROR .*\/body\/config/,
@@ -65,6 +65,16 @@ describe('prompt content rules (DESIGN section 9)', () => {
     // Bytes, not characters.
     expect(code(() => checkConfig({ s: 'é'.repeat(8190) }))).toMatch(/^VALIDATION_ERROR/)
     expect(code(() => checkConfig({ s: 'e'.repeat(8190) }))).toBeUndefined()
+    // Nested at most 64 levels (objects and arrays alike), checked before it is serialized: a
+    // config 5,000 deep would overflow JSON.stringify's stack (a 500) and is a 400 instead.
+    const nested = (depth: number): Record<string, unknown> => {
+      let v: unknown = 1
+      for (let i = 1; i < depth; i++) v = i % 2 ? [v] : { a: v }
+      return { a: v }
+    }
+    expect(code(() => checkConfig(nested(64)))).toBeUndefined()
+    expect(code(() => checkConfig(nested(65)))).toMatch(/^VALIDATION_ERROR .*\/body\/config/)
+    expect(code(() => checkConfig(nested(5_000)))).toMatch(/^VALIDATION_ERROR .*\/body\/config/)
     expect(code(() => checkTypeUnchanged('text', 'chat'))).toMatch(/^VALIDATION_ERROR .*\/body\/type/)
     expect(code(() => checkTypeUnchanged('chat', 'chat'))).toBeUndefined()
     expect(code(() => checkTypeUnchanged('chat', undefined))).toBeUndefined()

@@ -4,6 +4,7 @@ import {
   ChatMessage as ChatMessageSchema,
   ChatMessages,
   CONFIG_MAX_BYTES,
+  CONFIG_MAX_DEPTH,
   MESSAGE_ROLES,
   MESSAGES_MAX,
   MessageRole,
@@ -76,8 +77,27 @@ export function checkTypeUnchanged(current: PromptType, asked: PromptType | unde
   }
 }
 
-/** A prompt's config: a JSON object of at most CONFIG_MAX_BYTES serialized (the schema checks it is an object). */
+/** Whether `value`'s objects and arrays nest deeper than `max` (a loop: no recursion to overflow). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]]
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [v, depth] = next
+    if (v === null || typeof v !== 'object') continue
+    if (depth + 1 > max) return true
+    for (const child of Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+/**
+ * A prompt's config: a JSON object of at most CONFIG_MAX_BYTES serialized, nested at most
+ * CONFIG_MAX_DEPTH deep (the schema checks it is an object). The depth first: serializing a deep
+ * one overflows the stack long before its size is known.
+ */
 export function checkConfig(config: PromptConfig): PromptConfig {
+  if (nestsDeeperThan(config, CONFIG_MAX_DEPTH)) {
+    throw invalid('/body/config', `must not nest more than ${CONFIG_MAX_DEPTH} levels deep`)
+  }
   const bytes = Buffer.byteLength(JSON.stringify(config), 'utf8')
   if (bytes > CONFIG_MAX_BYTES) {
     throw invalid('/body/config', `must be at most ${CONFIG_MAX_BYTES} bytes serialized (it is ${bytes})`)

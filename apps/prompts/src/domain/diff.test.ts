@@ -235,6 +235,11 @@ describe('diffVersions', () => {
       after: { model: 'a' },
       hunks: [{ oldStart: 1, oldLines: 0, newStart: 1, newLines: 3, lines: ['+{', '+  "model": "a"', '+}'] }],
     })
+    // Stored before the depth limit, nested deeper than 64: compared whole, not line by line.
+    let deep: unknown = 1
+    for (let i = 0; i < 5_000; i++) deep = [deep]
+    const tooDeep = diffVersions({ ...side, config: { deep } }, { ...side, config: { model: 'a' } }, labels)
+    expect([tooDeep.config.changed, tooDeep.config.hunks]).toEqual([true, []])
     const removed = diffVersions({ ...side, config: { model: 'a' } }, side, labels)
     expect(removed.config.hunks.flatMap((h) => h.lines)).toEqual(['-{', '-  "model": "a"', '-}'])
   })

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util'
-import type { ChatMessage, PromptConfig, Variable } from '@pm/contracts'
+import { type ChatMessage, CONFIG_MAX_DEPTH, type PromptConfig, type Variable } from '@pm/contracts'
 import { structuredPatch } from 'diff'
+import { nestsDeeperThan } from './content.ts'
 
 /** Lines of unchanged text around each change, as in `git diff`. */
 export const DIFF_CONTEXT_LINES = 3
@@ -153,11 +154,14 @@ function diffConfig(from: PromptConfig | undefined, to: PromptConfig | undefined
   const before = from ?? null
   const after = to ?? null
   const changed = !isDeepStrictEqual(before, after)
+  // A config stored before CONFIG_MAX_DEPTH may nest deeper: its pretty JSON grows with the
+  // square of its depth, and the recursion could overflow. It is compared whole (`changed`).
+  const tooDeep = [before, after].some((c) => c !== null && nestsDeeperThan(c, CONFIG_MAX_DEPTH))
   return {
     changed,
     before,
     after,
-    hunks: changed ? diffLines(configText(before), configText(after)).hunks : [],
+    hunks: changed && !tooDeep ? diffLines(configText(before), configText(after)).hunks : [],
   }
 }
 
