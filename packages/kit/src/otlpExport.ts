@@ -82,8 +82,8 @@ export interface OtlpTls {
 
 /**
  * The TLS files the OTel variables name for an https endpoint, the TRACES_ one before the
- * general one, read now (a
- * relative path from the working directory, as the SDK reads it). Unlike the SDK, which warns
+ * general one, read now (a relative path from the working directory, as the SDK reads it).
+ * Unlike the SDK, which warns
  * and sends without them, a file that cannot be read stops the start with its variable's name:
  * traces sent without the operator's CA or client certificate would only fail later, quietly.
  */
@@ -125,13 +125,14 @@ export class UndiciOtlpTransport implements IExporterTransport {
   private readonly headers: Record<string, string>
   private readonly compression: 'gzip' | 'none'
 
+  /** `tls`: the CA and client pair of an https endpoint (tlsFromEnvironment); the system's CAs without. */
   constructor(url: string, contentType: string, compression: 'gzip' | 'none', tls: OtlpTls = {}) {
     const target = new URL(url)
     this.compression = compression
     this.pool = new Pool(target.origin, {
       connections: 2,
       keepAliveTimeout: 30_000,
-      ...(target.protocol === 'https:' && Object.keys(tls).length > 0 ? { connect: { ...tls } } : {}),
+      ...(Object.keys(tls).length > 0 ? { connect: tls } : {}),
     })
     this.path = `${target.pathname}${target.search}`
     this.headers = {

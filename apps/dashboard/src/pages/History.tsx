@@ -194,6 +194,8 @@ function DiffView({ versions }: { versions: PromptVersion[] }) {
 
 function DiffResult({ diff, fromLabel, toLabel }: { diff: Diff; fromLabel: string; toLabel: string }) {
   const vars = diff.variables
+  // None from a prompts service older than this page (a rolling upgrade): drawn as not line by line.
+  const configHunks = diff.config.hunks ?? []
   const noVariableChange = vars.added.length + vars.removed.length + vars.changed.length === 0
   return (
     <div className="diff">
@@ -236,13 +238,13 @@ function DiffResult({ diff, fromLabel, toLabel }: { diff: Diff; fromLabel: strin
       {diff.config.changed && (
         <>
           <h3 className="small">Config</h3>
-          {(diff.config.hunks ?? []).length === 0 ? (
+          {configHunks.length === 0 ? (
             // Changed as a value but not line by line: nested too deeply to compare (stored
             // before the depth limit), or a change JSON does not show (-0 and 0).
             <p className="muted">The config changed, but not in a way its lines can show.</p>
           ) : (
             <HunkTable
-              hunks={diff.config.hunks}
+              hunks={configHunks}
               caption={`Config changes from ${fromLabel} to ${toLabel}`}
               fromLabel={fromLabel}
               toLabel={toLabel}
