@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream'
-import { API_ROUTES, type CallerContext, CONTEXT_HEADER, type RouteSpec } from '@pm/contracts'
-import { Type } from '@sinclair/typebox'
+import { ALL_SCHEMAS, API_ROUTES, type CallerContext, CONTEXT_HEADER, type RouteSpec } from '@pm/contracts'
+import { type TSchema, Type } from '@sinclair/typebox'
+import { Ajv } from 'ajv'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { signContext } from './context.ts'
 import { route } from './route.ts'
@@ -108,6 +109,27 @@ describe('every public route declared in contracts', () => {
     // Each route has at least a response schema; most a params, query or body schema too.
     expect(compiled).toBeGreaterThan(Object.keys(API_ROUTES).length)
     await app.close()
+  })
+
+  it('has only valid JSON Schemas, as are the shared ones: the services do not check them against the meta-schema at start', () => {
+    // What Ajv's validateSchema would check at each start (createService turns it off).
+    const ajv = new Ajv({ validateSchema: true })
+    const invalid: string[] = []
+    const check = (where: string, schema: TSchema | undefined) => {
+      if (schema !== undefined && !ajv.validateSchema(schema)) invalid.push(`${where}: ${ajv.errorsText()}`)
+    }
+    for (const schema of ALL_SCHEMAS) check(String(schema.$id), schema)
+    let checked = 0
+    for (const [name, spec] of Object.entries(API_ROUTES) as [string, RouteSpec][]) {
+      for (const part of ['params', 'query', 'body', 'response'] as const) {
+        check(`${name}.${part}`, spec[part])
+        if (spec[part] !== undefined) checked++
+      }
+    }
+    expect(invalid).toEqual([])
+    expect(checked).toBeGreaterThan(Object.keys(API_ROUTES).length)
+    // The check can fail: a misspelt type is no valid schema.
+    expect(ajv.validateSchema({ type: 'strin' })).toBe(false)
   })
 
   it('SCHEMA_COMPILE=eager compiles them before ready, and a schema that does not compile fails the start', async () => {
