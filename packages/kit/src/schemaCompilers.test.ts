@@ -5,6 +5,7 @@ import { Ajv } from 'ajv'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { signContext } from './context.ts'
 import { route } from './route.ts'
+import { keyOf } from './schemaCompilers.ts'
 import { compileSchemasNow, createService, type Service } from './service.ts'
 
 const secret = 's'.repeat(32)
@@ -157,5 +158,30 @@ describe('every public route declared in contracts', () => {
     await lazy.ready()
     expect(() => compileSchemasNow(lazy)).toThrow(/nowhere/)
     await lazy.close()
+  })
+})
+
+describe('keyOf (the shared compilers of a process)', () => {
+  it('gives a copy of the same schemas and options the same key, and any other set another', () => {
+    const a = { $id: 'a', type: 'string' }
+    const b = { $id: 'b', type: 'integer' }
+    const opts = { customOptions: { coerceTypes: 'array' } }
+    const key = keyOf({ a, b }, opts)
+    // Fastify hands each plugin context a fresh copy: the same key, asked again and again.
+    expect(keyOf({ a, b }, { customOptions: { coerceTypes: 'array' } })).toBe(key)
+    expect(keyOf({ a, b }, opts)).toBe(key)
+    // Another options object between two asks does not disturb the first options' key.
+    const other = keyOf({ a, b }, null)
+    expect(other).not.toBe(key)
+    expect(keyOf({ a, b }, opts)).toBe(key)
+    // An equal schema that is another object, one schema more or less, another order of ids or
+    // other options: another key.
+    expect(keyOf({ a, b: { ...b } }, opts)).not.toBe(key)
+    expect(keyOf({ a }, opts)).not.toBe(key)
+    expect(keyOf({ a, b, c: { $id: 'c' } }, opts)).not.toBe(key)
+    expect(keyOf({ b, a }, opts)).not.toBe(key)
+    expect(keyOf({ a, b }, { customOptions: { coerceTypes: false } })).not.toBe(key)
+    // And back: the first set's key again.
+    expect(keyOf({ a, b }, opts)).toBe(key)
   })
 })
