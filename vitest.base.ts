@@ -1,8 +1,15 @@
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
+import { privateServersAvailable } from './packages/testkit/src/privateServers.ts'
 import { FileTimes } from './vitest.fileTimes.ts'
 
 const integration = process.env.VITEST_INT === '1'
+
+/** TEST_INT_CONCURRENCY when it is a whole number from 1 to 16, else 4. */
+function intConcurrency(): number {
+  const n = Number(process.env.TEST_INT_CONCURRENCY)
+  return Number.isInteger(n) && n >= 1 && n <= 16 ? n : 4
+}
 
 // Shared by every package's vitest.config.ts. Workspace packages export their TypeScript
 // sources under the "source" condition; tests resolve them directly, without a build.
@@ -25,6 +32,12 @@ export default defineConfig({
     // a test that takes 15-20 s alone can pass 30 s there, and on the slow 2-core machines (twice
     // the CPU for the same work) over 100 s. The bound only catches a hang.
     testTimeout: integration ? 180_000 : 30_000,
+    // Integration files at a time: four (TEST_INT_CONCURRENCY) when each gets NATS and Redis of
+    // its own (PM_TEST_PRIVATE_SERVERS=1, `npm test`; packages/testkit/src/privateServers.ts), as
+    // much of their time is spent waiting on the processes they start; else one, on the shared
+    // servers. The same for every package, which one Vitest run of them all (vitest.config.ts)
+    // requires.
+    ...(integration ? { maxWorkers: privateServersAvailable() ? intConcurrency() : 1 } : {}),
     hookTimeout: integration ? 120_000 : 60_000,
     // A longer default bound for vi.waitFor (see the file).
     // Integration files: each also gets private servers of its own again (vitest.setup.int.ts).

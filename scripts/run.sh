@@ -66,18 +66,30 @@ case "$task" in
     { pnpm exec tsc -p tsconfig.check.json --singleThreaded &&
       pnpm exec tsc -p apps/dashboard/tsconfig.json --noEmit --singleThreaded; } &
     tsc_pid=$!
+    # Every package's unit tests in one Vitest run (vitest.config.ts, a project per package):
+    # a run per package (turbo) started a pnpm, a Vitest and workers importing the same modules
+    # again for each, about half the unit tests' CPU.
     turbo_rc=$lint_rc
-    pnpm turbo run test --output-logs=new-only || turbo_rc=$?
+    pnpm exec vitest run || turbo_rc=$?
     tsc_rc=0
     wait "$tsc_pid" || tsc_rc=$?
     [ "$tsc_rc" -eq 0 ] || echo "type check failed (pnpm exec tsc -p tsconfig.check.json, or -p apps/dashboard/tsconfig.json)" >&2
     [ "$turbo_rc" -eq 0 ] && [ "$tsc_rc" -eq 0 ] || exit 1
-    # Integration tests: every test file gets its own NATS and Redis (PM_TEST_PRIVATE_SERVERS,
-    # packages/testkit/src/privateServers.ts), so packages and e2e files run side by side.
-    # TEST_INT_CONCURRENCY=1 runs them one at a time, as before.
+    # Integration tests, every package's in one Vitest run too: every test file gets its own NATS
+    # and Redis (PM_TEST_PRIVATE_SERVERS, packages/testkit/src/privateServers.ts), so four files
+    # of any packages run at a time (vitest.base.ts). The Python client's tests (not Vitest) run
+    # beside them; their output follows Vitest's.
     export PM_TEST_PRIVATE_SERVERS=1
     int_rc=0
-    pnpm turbo run test:int --concurrency="${TEST_INT_CONCURRENCY:-3}" --output-logs=full || int_rc=$?
+    mkdir -p .test-results
+    bash clients/python/run-tests.sh > .test-results/python.log 2>&1 &
+    python_pid=$!
+    VITEST_INT=1 pnpm exec vitest run int.test || int_rc=$?
+    python_rc=0
+    wait "$python_pid" || python_rc=$?
+    echo "The Python client's tests (clients/python/run-tests.sh):"
+    cat .test-results/python.log
+    [ "$python_rc" -eq 0 ] || { echo "the Python client's tests failed (exit $python_rc)" >&2; int_rc=1; }
     PM_TEST_STARTED="$started" node scripts/test-summary.mjs
     exit "$int_rc"
     ;;

@@ -13,7 +13,8 @@ let skipped = 0
 const files = []
 for (const group of ['apps', 'packages', 'clients', 'infra', '.']) {
   if (!existsSync(join(root, group))) continue
-  const dirs = group === '.' ? ['e2e', 'bench'] : readdirSync(join(root, group)).map((d) => join(group, d))
+  const dirs =
+    group === '.' ? ['.', 'e2e', 'bench'] : readdirSync(join(root, group)).map((d) => join(group, d))
   for (const dir of dirs) {
     const results = join(root, dir, '.test-results')
     if (!existsSync(results)) continue
