@@ -11,7 +11,9 @@ function workspaceDirs(): string[] {
   const yaml = readFileSync(join(ROOT, 'pnpm-workspace.yaml'), 'utf8')
   const block = /^packages:\n((?:\s+- .+\n)+)/m.exec(yaml)?.[1] ?? ''
   const globs = [...block.matchAll(/- (.+)/g)].map((m) => (m[1] ?? '').trim())
-  return globs.flatMap((g) => globSync(g, { cwd: ROOT })).filter((d) => existsSync(join(ROOT, d, 'package.json')))
+  return globs
+    .flatMap((g) => globSync(g, { cwd: ROOT }))
+    .filter((d) => existsSync(join(ROOT, d, 'package.json')))
 }
 
 /**
