@@ -14,7 +14,7 @@ export default defineConfig({
     projects: [
       'apps/*/vitest.config.ts',
       'packages/*/vitest.config.ts',
-      // 'infra/tests/vitest.config.ts',
+      'infra/tests/vitest.config.ts',
       'e2e/vitest.config.ts',
     ],
     passWithNoTests: true,
