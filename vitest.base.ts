@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config'
 import { privateServersAvailable } from './packages/testkit/src/privateServers.ts'
 import { FileTimes } from './vitest.fileTimes.ts'
 
-const integration = process.env.VITEST_INT === '1'
+/** An integration run (`VITEST_INT=1`): the `*.int.test.ts` files, longer bounds, private servers. */
+export const integration = process.env.VITEST_INT === '1'
 
 /** TEST_INT_CONCURRENCY when it is a whole number from 1 to 16, else 4. */
 function intConcurrency(): number {

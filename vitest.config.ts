@@ -1,13 +1,12 @@
 import { defineConfig } from 'vitest/config'
-import base from './vitest.base.ts'
-
-const integration = process.env.VITEST_INT === '1'
+import base, { integration } from './vitest.base.ts'
 
 /**
  * Every package's tests in one Vitest run (`npm test`: `vitest run` here, then `VITEST_INT=1
  * vitest run int.test`), each package a project with its own vitest.config.ts. One run instead of
- * a pnpm, a Vitest and its workers per package: the unit tests took 64 s of CPU instead of 116 s
- * (CONTRIBUTING.md, "How long `npm test` takes"). A package's own `pnpm test` still runs it alone.
+ * a pnpm, a Vitest and its workers per package: the unit tests took 88-90 s of CPU instead of
+ * 114-116 s (CONTRIBUTING.md, "How long `npm test` takes"). A package's own `pnpm test` still
+ * runs it alone.
  */
 export default defineConfig({
   test: {

@@ -69,12 +69,12 @@ case "$task" in
     # Every package's unit tests in one Vitest run (vitest.config.ts, a project per package):
     # a run per package (turbo) started a pnpm, a Vitest and workers importing the same modules
     # again for each, about half the unit tests' CPU.
-    turbo_rc=$lint_rc
-    pnpm exec vitest run || turbo_rc=$?
+    unit_rc=$lint_rc
+    pnpm exec vitest run || unit_rc=$?
     tsc_rc=0
     wait "$tsc_pid" || tsc_rc=$?
     [ "$tsc_rc" -eq 0 ] || echo "type check failed (pnpm exec tsc -p tsconfig.check.json, or -p apps/dashboard/tsconfig.json)" >&2
-    [ "$turbo_rc" -eq 0 ] && [ "$tsc_rc" -eq 0 ] || exit 1
+    [ "$unit_rc" -eq 0 ] && [ "$tsc_rc" -eq 0 ] || exit 1
     # Integration tests, every package's in one Vitest run too: every test file gets its own NATS
     # and Redis (PM_TEST_PRIVATE_SERVERS, packages/testkit/src/privateServers.ts), so four files
     # of any packages run at a time (vitest.base.ts). The Python client's tests (not Vitest) run
