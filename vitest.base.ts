@@ -20,7 +20,11 @@ export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    // An integration run takes the `*.int.test.ts` files only, whatever filter it is given; the
+    // unit run everything else.
+    include: integration
+      ? ['src/**/*.int.test.ts', 'test/**/*.int.test.ts']
+      : ['src/**/*.test.ts', 'test/**/*.test.ts'],
     exclude: ['**/node_modules/**', '**/dist/**', ...(integration ? [] : ['**/*.int.test.ts'])],
     // Test files share their worker's module cache instead of importing everything again each
     // (vitest's `isolate`): importing took more of the suite's CPU than most tests did. Files
