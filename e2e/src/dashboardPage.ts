@@ -9,22 +9,20 @@ import type { BrowserErrors } from './browserErrors.ts'
 import { builtDashboard } from './dashboardBuild.ts'
 import { ADMIN } from './slice.ts'
 
+const HEADLESS_SHELL = '/usr/bin/chromium-headless-shell'
+
 /**
  * What the dashboard's browser test files (e2e/test/dashboard*.int.test.ts) share: Debian's
  * chromium (no browser download), the dashboard built from the current sources and served by
  * the embedded default, signing in through the page, and the check of a page: screenshots at
  * both widths and axe-core (a serious or critical violation fails).
- */
-/**
- * The browser: CHROMIUM_PATH, else Debian's `chromium-headless-shell` (the headless-only build of
- * the same Chromium, the one Playwright itself runs headless tests in), else Debian's full
- * `chromium` run headless. The shell took about a third less CPU for the same walk
- * (`dashboard-settings`: 51 s of the machine's CPU against 72-76 s; docs/decisions.md).
+ *
+ * The browser: CHROMIUM_PATH, else Debian's `chromium-headless-shell` (Chromium's headless-only
+ * build, about a third less CPU for the same walks), else the full `chromium` run headless
+ * (docs/decisions.md, "The browser tests run Chromium's headless shell").
  */
 export const CHROMIUM =
-  process.env.CHROMIUM_PATH ??
-  ['/usr/bin/chromium-headless-shell', '/usr/bin/chromium'].find((path) => existsSync(path)) ??
-  '/usr/bin/chromium'
+  process.env.CHROMIUM_PATH ?? (existsSync(HEADLESS_SHELL) ? HEADLESS_SHELL : '/usr/bin/chromium')
 /** Where the screenshots go (e2e/.screenshots/, ignored by git). */
 export const SHOTS = join(REPO_ROOT, 'e2e', '.screenshots')
 /**
