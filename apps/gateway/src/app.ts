@@ -18,6 +18,7 @@ import {
   traceMethods,
 } from '@pm/kit'
 import { Redis } from 'ioredis'
+import { request } from 'undici'
 import { resolveCaller } from './access.ts'
 import { Authenticator } from './auth.ts'
 import { peekBody } from './body.ts'
@@ -150,9 +151,12 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     readiness: Object.fromEntries(
       upstreams.named().map(([name, base]) => [
         name,
+        // undici's `request` (the identity client's undici), not the global fetch, which would load
+        // the second undici that Node bundles into the gateway (about 0.1 s of CPU) for this alone.
         async () => {
-          const res = await fetch(new URL('/health/live', base), { signal: AbortSignal.timeout(2_000) })
-          if (!res.ok) throw new Error(`answered ${res.status}`)
+          const res = await request(new URL('/health/live', base), { signal: AbortSignal.timeout(2_000) })
+          await res.body.dump()
+          if (res.statusCode < 200 || res.statusCode > 299) throw new Error(`answered ${res.statusCode}`)
         },
       ]),
     ),

@@ -101,15 +101,23 @@ function staticFile(load: () => Promise<Buffer>, type: string, cacheControl: str
 
 /**
  * Serves the OpenAPI document of the public surface and its reference page. The document is
- * built once, at start-up, from the route catalogue in @pm/contracts; the page is Scalar's
- * renderer reading it (try-it included), its bundle read from disk on first use.
+ * built once, on its first request, from the route catalogue in @pm/contracts (at start-up it
+ * cost every gateway and embedded default about 0.1 s of CPU that most never use; the
+ * openapi package's tests build it on every run); the page is Scalar's renderer reading it
+ * (try-it included), its bundle read from disk on first use.
  */
 export async function docsRoutes(app: Service, scalar: string | undefined): Promise<void> {
-  const doc = buildOpenApiDocument()
-  const json = JSON.stringify(doc)
+  let built: { json: string; title: string } | undefined
+  const documentOnce = () => {
+    if (!built) {
+      const doc = buildOpenApiDocument()
+      built = { json: JSON.stringify(doc), title: doc.info.title }
+    }
+    return built
+  }
   app.get('/api/v1/openapi.json', async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300').type('application/json; charset=utf-8')
-    return json
+    return documentOnce().json
   })
   if (scalar === undefined) {
     app.log.warn('@scalar/api-reference not found: GET /api/v1/docs answers 404 (the document is served)')
@@ -127,13 +135,13 @@ export async function docsRoutes(app: Service, scalar: string | undefined): Prom
   // The bundle's name carries its version: cached for a year, a new version gets a new name.
   const bundlePath = `${DOCS_ASSETS}/scalar-${version}.js`
   const initPath = `${DOCS_ASSETS}/init.js`
-  const html = `<!doctype html>
+  const page = (title: string) => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
-<title>${doc.info.title.replace(/[<>&"]/g, '')} — API reference</title>
+<title>${title.replace(/[<>&"]/g, '')} — API reference</title>
 </head>
 <body>
 <noscript>This page needs JavaScript. The OpenAPI document is at <a href="/api/v1/openapi.json">/api/v1/openapi.json</a>.</noscript>
@@ -143,10 +151,12 @@ export async function docsRoutes(app: Service, scalar: string | undefined): Prom
 </body>
 </html>
 `
+  let html: string | undefined
   app.get('/api/v1/docs', async (_request, reply) => {
     reply
       .headers({ ...SECURITY_HEADERS, 'content-security-policy': docsCsp(), 'cache-control': 'no-cache' })
       .type('text/html; charset=utf-8')
+    html ??= page(documentOnce().title)
     return html
   })
   const javascript = 'text/javascript; charset=utf-8'
