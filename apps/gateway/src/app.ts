@@ -151,8 +151,8 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     readiness: Object.fromEntries(
       upstreams.named().map(([name, base]) => [
         name,
-        // undici's `request` (the identity client's undici), not the global fetch, which would load
-        // the second undici that Node bundles into the gateway (about 0.1 s of CPU) for this alone.
+        // undici's `request` (the identity client's undici), not the global fetch, which would
+        // load the fetch of the undici that Node bundles into the gateway for this alone.
         async () => {
           const res = await request(new URL('/health/live', base), { signal: AbortSignal.timeout(2_000) })
           await res.body.dump()

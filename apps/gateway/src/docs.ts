@@ -151,13 +151,11 @@ export async function docsRoutes(app: Service, scalar: string | undefined): Prom
 </body>
 </html>
 `
-  let html: string | undefined
   app.get('/api/v1/docs', async (_request, reply) => {
     reply
       .headers({ ...SECURITY_HEADERS, 'content-security-policy': docsCsp(), 'cache-control': 'no-cache' })
       .type('text/html; charset=utf-8')
-    html ??= page(documentOnce().title)
-    return html
+    return page(documentOnce().title)
   })
   const javascript = 'text/javascript; charset=utf-8'
   app.get(
