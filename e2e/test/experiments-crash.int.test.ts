@@ -143,13 +143,16 @@ describe('an experiment survives SIGKILL of the experiments process (distributed
 
   beforeAll(async () => {
     fake = await FakeRuns.start(secret)
-    stack = await startStack({
-      ...SETTINGS,
-      INTERNAL_AUTH_SECRET: secret,
-      RUNS_URL: fake.base,
-      // Its own durable consumer, so that stacks running side by side do not share jobs.
-      EXPERIMENT_CONSUMER: `experiments-e2e-${randomBytes(6).toString('hex')}`,
-    })
+    stack = await startStack(
+      {
+        ...SETTINGS,
+        INTERNAL_AUTH_SECRET: secret,
+        RUNS_URL: fake.base,
+        // Its own durable consumer, so that stacks running side by side do not share jobs.
+        EXPERIMENT_CONSUMER: `experiments-e2e-${randomBytes(6).toString('hex')}`,
+      },
+      { with: ['experiments'] },
+    )
   }, 120_000)
 
   afterAll(async () => {

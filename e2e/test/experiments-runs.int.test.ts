@@ -32,12 +32,15 @@ async function embedded(): Promise<Target> {
 
 /** The distributed mode: experiments and runs as processes of their own, real NATS and Redis. */
 async function distributed(): Promise<Target> {
-  const stack: Stack = await startStack({
-    PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
-    EXPERIMENT_POLL_MS: '50',
-    AUTH_ALLOW_SIGNUP: 'true',
-    LOG_LEVEL: 'warn',
-  })
+  const stack: Stack = await startStack(
+    {
+      PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
+      EXPERIMENT_POLL_MS: '50',
+      AUTH_ALLOW_SIGNUP: 'true',
+      LOG_LEVEL: 'warn',
+    },
+    { with: ['experiments', 'runs'] },
+  )
   let n = 0
   return {
     base: stack.gateway,

@@ -18,7 +18,7 @@ describe('runs in the distributed mode', () => {
 
   beforeAll(async () => {
     fake = await startFakeProvider()
-    stack = await startStack({ PROVIDER_ALLOWED_HOSTS: '127.0.0.1' })
+    stack = await startStack({ PROVIDER_ALLOWED_HOSTS: '127.0.0.1' }, { with: ['runs'] })
     slice = await runSlice(stack.gateway)
   }, 240_000)
 
