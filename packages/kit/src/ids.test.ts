@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { isId, newId, randomHex } from './ids.ts'
+import { isId, newId, randomDraw, randomHex, randomHexAt, randomPool } from './ids.ts'
 
 describe('newId', () => {
   it('is 24 lowercase hex, its first 4 bytes the seconds', () => {
@@ -26,5 +26,20 @@ describe('randomHex', () => {
     const b = randomHex(16)
     expect(a).toMatch(/^[0-9a-f]{32}$/)
     expect(a).not.toBe(b)
+  })
+
+  it('is the pool’s bytes as they are drawn: no two draws share a byte, across new pools', () => {
+    // 2,000 draws of 7 bytes (over three pools of 4 KiB), read at once both ways: each is the hex
+    // of bytes no draw before it had, so no two are equal, and a draw's hex is its bytes'.
+    const seen = new Set<string>()
+    for (let i = 0; i < 2_000; i++) {
+      const hex = i % 2 === 0 ? randomHex(7) : undefined
+      const at = hex === undefined ? randomDraw(7) : -1
+      const drawn = hex ?? randomHexAt(at, 7)
+      if (hex === undefined) expect(drawn).toBe(randomPool.toString('hex', at, at + 7))
+      expect(drawn).toMatch(/^[0-9a-f]{14}$/)
+      seen.add(drawn)
+    }
+    expect(seen.size).toBe(2_000)
   })
 })

@@ -386,7 +386,12 @@ describe('a dropped span records nothing; a sampled one is recorded once', () =>
       ).toEqual([])
     }
     const quarter = ratioKeeps(0.25)
-    expect([word(bound - 1), word(bound)].map(quarter)).toEqual([true, false])
+    expect([word(bound - 1), word(bound)].map((id) => quarter(id))).toEqual([true, false])
+    // Read where they lie in a larger buffer (kit's random pool), the same 16 bytes decide alike.
+    for (const id of [word(bound - 1), word(bound), ...ids.slice(0, 200)]) {
+      const pool = Buffer.concat([randomBytes(7), id, randomBytes(9)])
+      expect(quarter(pool, 7)).toBe(quarter(id))
+    }
   })
 
   it('traceidratio (not parent-based) decides a caller’s trace by its id, flags aside, where a trace may start', async () => {

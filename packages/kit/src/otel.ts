@@ -25,7 +25,7 @@ import {
   type TimedEvent,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace'
-import { randomBytesView, randomHex } from './ids.ts'
+import { randomDraw, randomHex, randomHexAt, randomPool } from './ids.ts'
 import { otlpTraceExporter } from './otlpExport.ts'
 import type { OtlpProtocol, TracesSampler } from './settings.ts'
 import type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
@@ -76,11 +76,14 @@ const spanIdNew = (): string => {
  * the parent-based wrapper a dropped request would otherwise pay for (otel.test.ts holds it to
  * the SDK's answer).
  */
-export function ratioKeeps(ratio: number): (id: Buffer) => boolean {
+export function ratioKeeps(ratio: number): (id: Readonly<Buffer>, at?: number) => boolean {
   const r = Number.isNaN(ratio) ? 0 : Math.min(1, Math.max(0, ratio))
   const bound = r === 1 ? 2 ** 32 : Math.floor(r * 0xffffffff)
-  return (id) =>
-    (id.readUInt32BE(0) ^ id.readUInt32BE(4) ^ id.readUInt32BE(8) ^ id.readUInt32BE(12)) >>> 0 < bound
+  // The 16 bytes at `at` of `id` (kit's random pool, where the gateway's decision reads them).
+  return (id, at = 0) =>
+    (id.readUInt32BE(at) ^ id.readUInt32BE(at + 4) ^ id.readUInt32BE(at + 8) ^ id.readUInt32BE(at + 12)) >>>
+      0 <
+    bound
 }
 
 /**
@@ -200,9 +203,9 @@ export function createOtelTracing(opts: {
   /** A new trace, as the sampler decides on a new trace id. */
   const rootSpan = (name: string, kind: OtelKind, attributes: SpanAttributes): SpanHandle => {
     if (keeps) {
-      const id = randomBytesView(16)
-      if (!keeps(id)) return untraced
-      const traceId = id.toString('hex')
+      const at = randomDraw(16)
+      if (!keeps(randomPool, at)) return untraced
+      const traceId = randomHexAt(at, 16)
       // All zeros is no valid trace id, which the SDK's sampler drops too (odds 2^-128).
       if (traceId === ZERO_TRACE) return untraced
       return new Recorded(scope, name, kind, attributes, traceId, undefined)
