@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { isId, newId, randomDraw, randomHex, randomHexAt, randomPool } from './ids.ts'
+import { isId, newId, randomDraw, randomHex, randomHexAt, randomHexSlice, randomPool } from './ids.ts'
 
 describe('newId', () => {
   it('is 24 lowercase hex, its first 4 bytes the seconds', () => {
@@ -29,17 +29,23 @@ describe('randomHex', () => {
   })
 
   it('is the pool’s bytes as they are drawn: no two draws share a byte, across new pools', () => {
-    // 2,000 draws of 7 bytes (over three pools of 4 KiB), read at once both ways: each is the hex
-    // of bytes no draw before it had, so no two are equal, and a draw's hex is its bytes'.
+    // 3,000 draws of 7 bytes (over five pools of 4 KiB), each read at once, in turn as a string
+    // of its own, as a slice of the pool's hex and in the pool itself: each is the hex of bytes no
+    // draw before it had, so no two are equal; a draw read in the pool is its bytes' hex. A
+    // slice from a stale hex of the pool would repeat an earlier draw.
     const seen = new Set<string>()
-    for (let i = 0; i < 2_000; i++) {
-      const hex = i % 2 === 0 ? randomHex(7) : undefined
-      const at = hex === undefined ? randomDraw(7) : -1
-      const drawn = hex ?? randomHexAt(at, 7)
-      if (hex === undefined) expect(drawn).toBe(randomPool.toString('hex', at, at + 7))
-      expect(drawn).toMatch(/^[0-9a-f]{14}$/)
-      seen.add(drawn)
+    for (let i = 0; i < 3_000; i++) {
+      let hex: string
+      if (i % 3 === 0) hex = randomHex(7)
+      else if (i % 3 === 1) hex = randomHexSlice(7)
+      else {
+        const at = randomDraw(7)
+        hex = randomHexAt(at, 7)
+        expect(hex).toBe(Buffer.from(randomPool.subarray(at, at + 7)).toString('hex'))
+      }
+      expect(hex).toMatch(/^[0-9a-f]{14}$/)
+      seen.add(hex)
     }
-    expect(seen.size).toBe(2_000)
+    expect(seen.size).toBe(3_000)
   })
 })

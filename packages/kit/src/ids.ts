@@ -2,22 +2,20 @@ import { randomFillSync, randomInt } from 'node:crypto'
 
 /**
  * Random bytes drawn 4 KiB at a time (one call into the CSPRNG per 512 ids instead of one per
- * id, as `crypto.randomUUID` does with its own cache); each byte is used once. The pool is made
- * hex once a draw (8 KiB of text), so that a hex id is a slice of that string: the gateway makes
- * a `traceparent` of 24 random bytes for every request it does not trace, and a view of the pool
- * (a Buffer object) made hex through Node's binding took about 1.6 µs of a 2-core VM's CPU for
- * it, the slices about 0.5 µs (a throwaway micro-benchmark, 2026-12-03).
+ * id, as `crypto.randomUUID` does with its own cache); each byte is used once. No Buffer view of
+ * a draw is made: the gateway draws for every request (its sampler's decision, and the unsampled
+ * `traceparent` it sends on), and a view made hex through Node's binding took about 1.6 µs of a
+ * 2-core VM's CPU for a header's ids, the hex read off the pool's range 1.1 µs, slices of the
+ * pool's hex 0.5 µs (a throwaway micro-benchmark, 2026-12-03; docs/decisions.md).
  */
 const pool = Buffer.alloc(4096)
-/** The pool as lowercase hex, made at each draw of it. */
+/** The pool as lowercase hex, made at each draw of it (for `randomHexSlice`). */
 let poolHex = ''
 let offset = pool.length
 
 /**
  * `bytes` random bytes (at most 4096) drawn from the pool: where they start in `randomPool`, to be
  * read at once (the next draw may fill the pool anew), as bytes there or as hex by `randomHexAt`.
- * No view of them is made: a Buffer object a draw cost the gateway's decision on every request
- * more than reading four words of the pool.
  */
 export function randomDraw(bytes: number): number {
   if (offset + bytes > pool.length) {
@@ -33,18 +31,25 @@ export function randomDraw(bytes: number): number {
 /** The pool `randomDraw` draws from; read only where a draw just said. */
 export const randomPool: Readonly<Buffer> = pool
 
-/**
- * The `bytes` bytes at `at` of the pool (a draw just made) as lowercase hex: a slice of the pool's
- * hex, which from 7 bytes up V8 keeps as a view of the 8 KiB string, held while the slice lives
- * (span and trace ids live until their batch is sent).
- */
+/** The `bytes` bytes at `at` of the pool (a draw just made) as lowercase hex, a string of its own. */
 export function randomHexAt(at: number, bytes: number): string {
-  return poolHex.slice(2 * at, 2 * (at + bytes))
+  return pool.toString('hex', at, at + bytes)
 }
 
-/** `bytes` random bytes (at most 4096) as lowercase hex, from the pool. */
+/** `bytes` random bytes (at most 4096) as lowercase hex, from the pool: a string of its own. */
 export function randomHex(bytes: number): string {
   return randomHexAt(randomDraw(bytes), bytes)
+}
+
+/**
+ * `bytes` random bytes (at most 4096) as lowercase hex, for a string that is sent and dropped at
+ * once (the unsampled `traceparent`): a slice of the pool's hex, which from 7 bytes up V8 keeps as
+ * a view of that 8 KiB string, holding all of it while the slice lives. Ids that live (a span's,
+ * kept until its batch is sent) take `randomHex`.
+ */
+export function randomHexSlice(bytes: number): string {
+  const at = randomDraw(bytes)
+  return poolHex.slice(2 * at, 2 * (at + bytes))
 }
 
 /** This process's part of every id it makes: 5 random bytes, as in a MongoDB ObjectId. */

@@ -25,7 +25,7 @@ import {
   type TimedEvent,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace'
-import { randomDraw, randomHex, randomHexAt, randomPool } from './ids.ts'
+import { randomDraw, randomHex, randomHexAt, randomHexSlice, randomPool } from './ids.ts'
 import { otlpTraceExporter } from './otlpExport.ts'
 import type { OtlpProtocol, TracesSampler } from './settings.ts'
 import type { Carrier, SpanAttributes, SpanHandle, SpanKind, SpanOptions, Tracing } from './tracingTypes.ts'
@@ -58,15 +58,16 @@ const getter = {
 
 const ZERO_TRACE = '0'.repeat(32)
 const ZERO_SPAN = '0'.repeat(16)
-/** Random ids (W3C: not all zeros), from kit's pool of CSPRNG bytes. */
-const traceIdNew = (): string => {
-  const id = randomHex(16)
-  return id === ZERO_TRACE ? traceIdNew() : id
+/** A random id of `zero`'s length in hex, from `draw`, drawn again while all zeros (W3C: no such id is valid). */
+const nonZero = (draw: (bytes: number) => string, zero: string): string => {
+  for (;;) {
+    const id = draw(zero.length / 2)
+    if (id !== zero) return id
+  }
 }
-const spanIdNew = (): string => {
-  const id = randomHex(8)
-  return id === ZERO_SPAN ? spanIdNew() : id
-}
+/** Random ids (W3C: not all zeros), from kit's pool of CSPRNG bytes, each a string of its own. */
+const traceIdNew = (): string => nonZero(randomHex, ZERO_TRACE)
+const spanIdNew = (): string => nonZero(randomHex, ZERO_SPAN)
 
 /**
  * traceidratio's decision on a new trace id, made on its 16 bytes before any hex string is: what
@@ -231,7 +232,10 @@ export function createOtelTracing(opts: {
       }
     },
     headers: () => current.getStore()?.headers() ?? {},
-    unsampled: () => ({ traceparent: `00-${traceIdNew()}-${spanIdNew()}-00` }),
+    // Sent on and dropped at once: slices of kit's pool of random hex (not all zeros, as W3C asks).
+    unsampled: () => ({
+      traceparent: `00-${nonZero(randomHexSlice, ZERO_TRACE)}-${nonZero(randomHexSlice, ZERO_SPAN)}-00`,
+    }),
     shutdown: async () => {
       await processor.shutdown()
       current.disable()
