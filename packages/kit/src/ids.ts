@@ -9,7 +9,7 @@ import { randomFillSync, randomInt } from 'node:crypto'
  * pool's hex 0.5 µs (a throwaway micro-benchmark, 2026-12-03; docs/decisions.md).
  */
 const pool = Buffer.alloc(4096)
-/** The pool as lowercase hex, made at each draw of it (for `randomHexSlice`). */
+/** The pool as lowercase hex, made on the first `randomHexSlice` after each draw of it ('' until then). */
 let poolHex = ''
 let offset = pool.length
 
@@ -20,7 +20,7 @@ let offset = pool.length
 export function randomDraw(bytes: number): number {
   if (offset + bytes > pool.length) {
     randomFillSync(pool)
-    poolHex = pool.toString('hex')
+    poolHex = ''
     offset = 0
   }
   const at = offset
@@ -49,6 +49,7 @@ export function randomHex(bytes: number): string {
  */
 export function randomHexSlice(bytes: number): string {
   const at = randomDraw(bytes)
+  if (poolHex === '') poolHex = pool.toString('hex')
   return poolHex.slice(2 * at, 2 * (at + bytes))
 }
 
