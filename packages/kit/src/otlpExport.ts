@@ -14,20 +14,18 @@ import {
   OTLPExporterError,
 } from '@opentelemetry/otlp-exporter-base'
 import { getSharedConfigurationFromEnvironment } from '@opentelemetry/otlp-exporter-base/node-http'
-import {
-  JsonTraceSerializer,
-  ProtobufTraceSerializer,
-  TraceExporterMetricsHelper,
-} from '@opentelemetry/otlp-transformer'
+import { JsonTraceSerializer, TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
 import { Pool } from 'undici'
 import { ConfigError } from './config.ts'
+import { protobufTraceSerializer } from './otlpProtobuf.ts'
 import type { OtlpProtocol } from './settings.ts'
 
 /**
- * OTLP/HTTP trace export sent through undici, not Node's `http` client: OpenTelemetry's own
- * serializers, concurrency limit and partial-success handling (`createOtlpNetworkExportDelegate`,
- * its documented seam for a transport of one's own), this file's transport. Node's HTTP client
+ * OTLP/HTTP trace export sent through undici, not Node's `http` client: OpenTelemetry's JSON
+ * serializer (its protobuf one's bytes are written by otlpProtobuf.ts, in one pass), concurrency
+ * limit and partial-success handling (`createOtlpNetworkExportDelegate`, its documented seam for
+ * a transport of one's own), this file's transport. Node's HTTP client
  * runs through the same code as the server every request goes through (OutgoingMessage,
  * IncomingMessage, sockets, streams); the SDK's exporter calling it once a second left that
  * shared code's inline caches polymorphic and cost every request of a process traced at 0.1
@@ -231,7 +229,7 @@ export function otlpTraceExporter(url: string, protocol: OtlpProtocol = 'http/pr
   return new OTLPExporterBase(
     createOtlpNetworkExportDelegate(
       config,
-      json ? JsonTraceSerializer : ProtobufTraceSerializer,
+      json ? JsonTraceSerializer : protobufTraceSerializer,
       metrics,
       transport,
     ),
