@@ -13,9 +13,9 @@ import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace'
  * field order included), in one pass instead of its two: that serializer measures the batch with
  * a size estimator, then writes it, each pass turning every id into a new Uint8Array and reading
  * every string twice, a character at a time. It was about 2.1 µs a span, the largest part of
- * what a traced request costs (some 40 % of tracing's instructions at ratio 1.0). Here strings
- * of a few dozen characters are copied in one loop, longer ones by Buffer's native UTF-8 writer,
- * and ids are read from their hex into the batch's buffer (docs/decisions.md, "OTLP/protobuf
+ * what a traced request costs (some 40 % of tracing's instructions at ratio 1.0). Here an ASCII
+ * string under 128 characters is copied in one loop, any other by Buffer's native UTF-8 writer,
+ * and ids are read from their hex into the batch's buffer: about 0.7 µs a span (docs/decisions.md, "OTLP/protobuf
  * written in one pass"). The collector's answer is still read by OpenTelemetry's deserializer.
  */
 
@@ -28,9 +28,6 @@ const FIXED32 = 5
 /** Span.flags: the parent's remoteness is known (HAS_IS_REMOTE) and, with IS_REMOTE, remote. */
 const HAS_IS_REMOTE = 0x100
 const IS_REMOTE = 0x200
-
-/** A string of at most this many UTF-16 units is at most 126 bytes in UTF-8: its length is one byte. */
-const SHORT = 42
 
 const MIN_INT64 = -(2 ** 63)
 const MAX_INT64 = 2 ** 63
@@ -100,7 +97,14 @@ class Writer {
   }
 
   tag(field: number, wire: number): void {
-    this.uint((field << 3) | wire)
+    const tag = (field << 3) | wire
+    if (tag > 127) {
+      this.uint(tag)
+      return
+    }
+    // Fields 1 to 15: one byte.
+    this.room(1)
+    this.buf[this.pos++] = tag
   }
 
   fixed32(v: number): void {
@@ -125,22 +129,23 @@ class Writer {
   /** A string's UTF-8 bytes after their length (lone surrogates as U+FFFD, as TextEncoder writes them). */
   string(s: string): void {
     const len = s.length
-    if (len <= SHORT) {
-      this.room(1 + len * 3)
+    // ASCII below 128 characters (the services' names, keys and values): one length byte, the
+    // characters copied here; anything else is measured and written by Buffer's UTF-8 writer.
+    if (len < 128) {
+      this.room(1 + len)
       const buf = this.buf
-      const at = this.pos + 1
-      let pos = at
-      for (let i = 0; i < len; i++) {
+      let pos = this.pos + 1
+      let i = 0
+      for (; i < len; i++) {
         const c = s.charCodeAt(i)
-        if (c > 127) {
-          pos = at + buf.write(s, at, 'utf8')
-          break
-        }
+        if (c > 127) break
         buf[pos++] = c
       }
-      buf[this.pos] = pos - at
-      this.pos = pos
-      return
+      if (i === len) {
+        buf[this.pos] = len
+        this.pos = pos
+        return
+      }
     }
     const n = Buffer.byteLength(s, 'utf8')
     this.uint(n)
