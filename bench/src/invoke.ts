@@ -21,7 +21,8 @@
  * --tracing (embedded): instead of the bare chain, the service three times, tracing off, on
  * with every request sampled (ratio 1.0) and on with OTEL_TRACES_SAMPLER_ARG=0.1 (sampler
  * parentbased_traceidratio), exporting OTLP to a sink in this process, loaded in interleaved
- * rounds (the order turns each round). --processes P (default 3, with --rounds 6 --duration 24): P processes of each variant,
+ * rounds (the order turns each round), each process warmed up twice (--warmup seconds each time).
+ * --processes P (default 3, with --rounds 6 --duration 24): P processes of each variant,
  * started in turn, round i loading the (i mod P)-th, so that one process's luck is not the
  * variant's; the per-round ratios are printed with their median. --together: each round loads
  * the three variants at the same time (--connections each), so that they share the machine's
@@ -661,7 +662,12 @@ async function mainTracing(): Promise<void> {
     }
   }
   log(processes > 1 ? `warming up (${processes} processes a variant)` : 'warming up')
-  for (const c of chains) for (const m of c.members) await m.run(warmup)
+  // Twice each: the first time a process's connections close (the end of its first load), V8
+  // throws away the optimized code of some 70 of Node's stream and HTTP functions ("dependent
+  // prototype chain changed" in --trace-deopt) and compiles them again under the next load. With
+  // one warm-up that happened in each process's first measured round, which read 3-23 % slower
+  // than its second in every variant (2026-12-04, bench/README.md); the second warm-up takes it.
+  for (let pass = 0; pass < 2; pass++) for (const c of chains) for (const m of c.members) await m.run(warmup)
   // --rate: what each process spends with no load (its timers and pollers), so that the CPU a
   // request can be read above it: at a fixed rate the idle share is the same µs a request for every
   // variant and would only dilute their ratio.
