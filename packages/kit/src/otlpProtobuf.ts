@@ -1,4 +1,4 @@
-import type { HrTime, Link, SpanStatus } from '@opentelemetry/api'
+import type { HrTime, Link, SpanContext, SpanStatus } from '@opentelemetry/api'
 import {
   type IExportTraceServiceResponse,
   type ISerializer,
@@ -292,9 +292,8 @@ function event(w: Writer, e: TimedEvent): void {
   w.end(slot)
 }
 
-function link(w: Writer, l: Link): void {
-  const slot = w.begin()
-  const ctx = l.context
+/** Fields 1 to 3 of a Span and of a Link alike: trace id, span id, trace state. */
+function context(w: Writer, ctx: SpanContext): void {
   w.tag(1, LEN)
   w.hexBytes(ctx.traceId)
   w.tag(2, LEN)
@@ -304,6 +303,12 @@ function link(w: Writer, l: Link): void {
     w.tag(3, LEN)
     w.string(traceState)
   }
+}
+
+function link(w: Writer, l: Link): void {
+  const slot = w.begin()
+  const ctx = l.context
+  context(w, ctx)
   if (l.attributes) keyValues(w, l.attributes, 4)
   w.tag(5, VARINT)
   w.uint(l.droppedAttributesCount || 0)
@@ -318,15 +323,7 @@ const flags = (traceFlags: number, remote: boolean | undefined): number =>
 function span(w: Writer, s: ReadableSpan): void {
   const slot = w.begin()
   const ctx = s.spanContext()
-  w.tag(1, LEN)
-  w.hexBytes(ctx.traceId)
-  w.tag(2, LEN)
-  w.hexBytes(ctx.spanId)
-  const traceState = ctx.traceState?.serialize()
-  if (traceState) {
-    w.tag(3, LEN)
-    w.string(traceState)
-  }
+  context(w, ctx)
   const parent = s.parentSpanContext
   if (parent?.spanId) {
     w.tag(4, LEN)
