@@ -5,6 +5,17 @@ import { clientGone, errorBody, logClientGone, type Tracing } from '@pm/kit'
 import type { GatewayConfig } from './config.ts'
 import { envelope, type UpstreamResponse } from './envelope.ts'
 
+/** Headers for one connection only (RFC 9110 7.6.1, and `expect`): never sent on upstream. */
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
+  'expect',
+] as const
+
 /** Where each upstream lives; render's replicas are taken in turn. */
 export class Upstreams {
   readonly fixed: Record<Exclude<Upstream, 'render'>, string | undefined>
@@ -92,7 +103,10 @@ export function proxyOptions(
       rewriteRequestHeaders: (request, headers) => {
         const out: IncomingHttpHeaders = { ...(headers as IncomingHttpHeaders), 'x-request-id': request.id }
         delete out.authorization
-        delete out.connection
+        // Hop-by-hop headers (RFC 9110 7.6.1) end here: undici refuses `expect` and `keep-alive`
+        // outright (curl sends `Expect: 100-continue` with any body over 1 MiB, which Node's
+        // server has already answered), so the whole request would fail with 503.
+        for (const name of HOP_BY_HOP) delete out[name]
         if (request.contextToken) out[CONTEXT_HEADER] = request.contextToken
         // The client's address (after TRUSTED_PROXIES), for the audit log; a client-sent one was stripped.
         out['x-pm-client-ip'] = request.ip
