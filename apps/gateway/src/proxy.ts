@@ -1,5 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import type { FastifyReply } from 'fastify'
+import { Agent, type Dispatcher } from 'undici'
 import { AppError, CONTEXT_HEADER, type Upstream } from '@pm/contracts'
 import { clientGone, errorBody, logClientGone, type Tracing } from '@pm/kit'
 import type { GatewayConfig } from './config.ts'
@@ -15,6 +17,74 @@ const HOP_BY_HOP = [
   'upgrade',
   'expect',
 ] as const
+
+/** The header that carries a proxied run's abort key from the handler to the dispatcher (never sent). */
+const ABORT_KEY = 'x-pm-abort-key'
+
+/**
+ * The proxy's connections to the services, with one thing @fastify/reply-from lacks: a request
+ * can be given up. reply-from calls undici without a signal, so a client that leaves before the
+ * answer's headers left the upstream request (and its keep-alive socket) open, and a run went on
+ * calling the model to the end, holding one of RUN_MAX_CONCURRENT. A run's request carries an
+ * abort key (`abortOnClose`); aborting it destroys the socket, which the runs service sees as
+ * its client gone (docs/decisions.md, "A run is given up when its client leaves").
+ */
+export class UpstreamAgent {
+  private readonly agent: Agent
+  private readonly signals = new Map<string, AbortSignal>()
+  private next = 0
+
+  constructor(config: GatewayConfig) {
+    this.agent = new Agent({
+      connections: 128,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      headersTimeout: config.UPSTREAM_TIMEOUT_MS,
+      bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
+    })
+  }
+
+  /** An abort key for this request: its upstream request is aborted if the client leaves first. */
+  abortOnClose(reply: FastifyReply): string {
+    const key = String(++this.next)
+    const controller = new AbortController()
+    this.signals.set(key, controller.signal)
+    reply.raw.once('close', () => {
+      this.signals.delete(key)
+      if (!reply.raw.writableFinished) controller.abort()
+    })
+    return key
+  }
+
+  /** reply-from's call (undici's `request`), with the request's signal where it has an abort key. */
+  request<T = null>(opts: Dispatcher.RequestOptions<T>): Promise<Dispatcher.ResponseData<T>>
+  request<T = null>(
+    opts: Dispatcher.RequestOptions<T>,
+    callback: (err: Error | null, data: Dispatcher.ResponseData<T>) => void,
+  ): void
+  request<T = null>(
+    opts: Dispatcher.RequestOptions<T>,
+    callback?: (err: Error | null, data: Dispatcher.ResponseData<T>) => void,
+  ): Promise<Dispatcher.ResponseData<T>> | undefined {
+    const headers = opts.headers as Record<string, string | undefined> | undefined
+    const key = headers?.[ABORT_KEY]
+    let sent = opts
+    if (headers && key !== undefined) {
+      // reply-from hands over a copy of its headers: this one is ours to drop.
+      delete headers[ABORT_KEY]
+      const signal = this.signals.get(key)
+      if (signal) sent = { ...opts, signal }
+    }
+    if (!callback) return this.agent.request(sent)
+    this.agent.request(sent, callback)
+    return undefined
+  }
+
+  /** At the gateway's close (reply-from calls it, `destroyAgent`). */
+  destroy(): Promise<void> {
+    return this.agent.destroy()
+  }
+}
 
 /** Where each upstream lives; render's replicas are taken in turn. */
 export class Upstreams {
@@ -69,31 +139,28 @@ export function proxyOptions(
   config: GatewayConfig,
   upstreams: Upstreams,
   tracing?: Tracing,
+  agent: UpstreamAgent = new UpstreamAgent(config),
 ): FastifyHttpProxyOptions {
+  // A run's abort key, from the handler to rewriteRequestHeaders.
+  const abortKeys = new WeakMap<object, string>()
   return {
     upstream: '',
     prefix: '/api/v1',
     // A run waits on a model: its routes get RUNS_UPSTREAM_TIMEOUT_MS instead of
-    // UPSTREAM_TIMEOUT_MS (reply-from's per-request `timeout` sets undici's headers and body timeouts).
-    handler: (request, reply, dest, options) =>
-      reply.from(
-        dest,
-        request.policyMatch?.policy.upstream === 'runs'
-          ? { ...options, timeout: config.RUNS_UPSTREAM_TIMEOUT_MS }
-          : options,
-      ),
+    // UPSTREAM_TIMEOUT_MS (reply-from's per-request `timeout` sets undici's headers and body
+    // timeouts), and are given up when their client leaves.
+    handler: (request, reply, dest, options) => {
+      if (request.policyMatch?.policy.upstream !== 'runs') return reply.from(dest, options)
+      abortKeys.set(request, agent.abortOnClose(reply))
+      return reply.from(dest, { ...options, timeout: config.RUNS_UPSTREAM_TIMEOUT_MS })
+    },
     rewritePrefix: '/api/v1',
     httpMethods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
     // The gateway's own access line covers the request; reply-from's two info lines per proxied
     // request would triple the log volume.
     disableRequestLogging: true,
-    undici: {
-      connections: 128,
-      pipelining: 1,
-      keepAliveTimeout: 30_000,
-      headersTimeout: config.UPSTREAM_TIMEOUT_MS,
-      bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
-    },
+    undici: agent,
+    destroyAgent: true,
     replyOptions: {
       getUpstream: (request) => {
         const match = request.policyMatch
@@ -107,6 +174,9 @@ export function proxyOptions(
         // outright (curl sends `Expect: 100-continue` with any body over 1 MiB, which Node's
         // server has already answered), so the whole request would fail with 503.
         for (const name of HOP_BY_HOP) delete out[name]
+        delete out[ABORT_KEY]
+        const abortKey = abortKeys.get(request)
+        if (abortKey !== undefined) out[ABORT_KEY] = abortKey
         if (request.contextToken) out[CONTEXT_HEADER] = request.contextToken
         // The client's address (after TRUSTED_PROXIES), for the audit log; a client-sent one was stripped.
         out['x-pm-client-ip'] = request.ip
