@@ -178,4 +178,70 @@ describe('composition in the prompts service', () => {
     })
     expect(unknown.statusCode).toBe(400)
   })
+
+  describe('the save-time checks on every way a draft or a slug changes', () => {
+    const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
+      t.app.inject({ method, url, headers: t.as(), ...(payload ? { payload } : {}) })
+    const errorOf = (body: string) => {
+      const { requestId: _, ...error } = (
+        JSON.parse(body) as { error: { code: string; message: string; details: unknown; requestId: string } }
+      ).error
+      return error
+    }
+
+    it('refuses a restore that would close a cycle, as PATCH refuses the same template', async () => {
+      const rb = await create('rb', 'plain')
+      const ra = await create('ra', 'ra:{{> rb}}')
+      const v1 = await publish(ra._id)
+      await req('PATCH', `/api/v1/prompts/${ra._id}`, { template: 'plain' }, 200)
+      await publish(ra._id)
+      await req('PATCH', `/api/v1/prompts/${rb._id}`, { template: 'rb:{{> ra}}' }, 200)
+      const patch = await call('PATCH', `/api/v1/prompts/${ra._id}`, { template: 'ra:{{> rb}}' })
+      expect(patch.statusCode).toBe(400)
+      const restore = await call('POST', `/api/v1/prompts/${ra._id}/versions/${v1._id}/restore`, {})
+      expect(restore.statusCode, restore.body).toBe(400)
+      expect(errorOf(restore.body)).toEqual(errorOf(patch.body))
+      expect(errorOf(restore.body).message).toContain('cycle: ra -> rb -> ra')
+      const kept = await t.app.inject({ method: 'GET', url: `/api/v1/prompts/${ra._id}`, headers: t.as() })
+      expect(kept.json<{ template: string }>().template).toBe('plain')
+    })
+
+    it('checks a prompt created without a slug against the slug it really gets', async () => {
+      await create('wrapped', 'wrapped text')
+      // Its name would slugify to `wrapped`, which is taken: it gets `wrapped-2`, and no cycle.
+      const res = await call('POST', '/api/v1/prompts', { name: 'Wrapped', template: 'wraps {{> wrapped}}' })
+      expect(res.statusCode, res.body).toBe(201)
+      expect(res.json<{ slug: string }>().slug).toBe('wrapped-2')
+      // A free slug that a dangling reference names is this prompt's: a real cycle.
+      const target = await create('late-target', 'x')
+      await create('late-user', 'u {{> late-target}}')
+      expect((await call('DELETE', `/api/v1/prompts/${target._id}?force=true`)).statusCode).toBe(200)
+      const cycle = await call('POST', '/api/v1/prompts', {
+        name: 'Late Target',
+        template: '{{> late-user}}',
+      })
+      expect(cycle.statusCode, cycle.body).toBe(400)
+      expect(errorOf(cycle.body).message).toContain('cycle: late-target -> late-user -> late-target')
+    })
+
+    it('refuses a change of slug alone that closes a cycle through a dangling reference', async () => {
+      const gone = await create('gone-child', 'x')
+      await create('holder', 'h {{> gone-child}}')
+      const top = await create('top-of-holder', 't {{> holder}}')
+      const dangling = await create('dangling-user', 'd {{> gone-child}}')
+      expect((await call('DELETE', `/api/v1/prompts/${gone._id}?force=true`)).statusCode).toBe(200)
+      const renamed = await call('PATCH', `/api/v1/prompts/${top._id}`, { slug: 'gone-child' })
+      expect(renamed.statusCode, renamed.body).toBe(400)
+      expect(errorOf(renamed.body)).toMatchObject({
+        code: 'VALIDATION_ERROR',
+        message: expect.stringContaining('cycle: gone-child -> holder -> gone-child'),
+      })
+      // Only a cycle: a draft naming a missing prompt still changes its slug.
+      const other = await call('PATCH', `/api/v1/prompts/${top._id}`, { slug: 'top-renamed' })
+      expect(other.statusCode, other.body).toBe(200)
+      expect(
+        (await call('PATCH', `/api/v1/prompts/${dangling._id}`, { slug: 'dangling-2' })).statusCode,
+      ).toBe(200)
+    })
+  })
 })

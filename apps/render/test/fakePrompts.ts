@@ -5,6 +5,7 @@ import {
   type EnvironmentName,
   type PromptConfig,
   type ResolvedPrompt,
+  type Split,
   type Variable,
 } from '@pm/contracts'
 import { errorBody, type VerifiedContext, verifyContext } from '@pm/kit'
@@ -28,6 +29,8 @@ export interface FakePrompt {
   versions: FakeVersion[]
   currentVersionId: string | null
   environments: Record<EnvironmentName, string | null>
+  /** An environment under a split: its pin (`environments`) names the first variant. */
+  splits?: Partial<Record<EnvironmentName, Split>>
 }
 
 /**
@@ -110,7 +113,8 @@ export class FakePrompts {
         ...(v.messages ? { messages: v.messages } : {}),
         ...(v.config ? { config: v.config } : {}),
       }
-      return resolved
+      const split = request.query.env ? p.splits?.[request.query.env as EnvironmentName] : undefined
+      return split ? { ...resolved, split } : resolved
     }
   }
 

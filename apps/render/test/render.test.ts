@@ -555,6 +555,41 @@ describe('render service', () => {
       expect(plainRes.body).not.toHaveProperty('references')
     })
 
+    it("an included {{> slug@production}} under a split serves the invoke's subject its own variant", async () => {
+      const child = fake.add(ORG, 'A')
+      const v1 = fake.publish(child._id)
+      child.draft.template = 'B'
+      const v2 = fake.publish(child._id)
+      child.environments.production = v1._id
+      child.splits = {
+        production: {
+          id: hexId(),
+          variants: [
+            { versionId: v1._id, version: 1, weight: 50 },
+            { versionId: v2._id, version: 2, weight: 50 },
+          ],
+        },
+      }
+      const parent = fake.add(ORG, `[{{> ${child.slug}@production}}]`)
+      fake.publish(parent._id)
+      const seen = new Set<string>()
+      for (let i = 0; i < 16; i++) {
+        const subject = `user-${i}`
+        const direct = await post(`/api/v1/prompts/${child._id}/invoke?env=production`, { subject })
+        const text = direct.body.renderedContent as string
+        seen.add(text)
+        // Asked twice, through the parent, by body and by header: the child's variant for that subject.
+        for (const res of [
+          await post(`/api/v1/prompts/${parent._id}/invoke`, { subject }),
+          await post(`/api/v1/prompts/${parent._id}/invoke`, {}, { headers: { 'x-subject-id': subject } }),
+        ]) {
+          expect(res.status, JSON.stringify(res.body)).toBe(200)
+          expect(res.body.renderedContent, subject).toBe(`[${text}]`)
+        }
+      }
+      expect(seen).toEqual(new Set(['A', 'B']))
+    })
+
     it("a chat message's reference that cannot be resolved is 400 INVALID_REFERENCE, nothing rendered", async () => {
       const included = chat()
       fake.publish(included._id)

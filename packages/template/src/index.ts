@@ -32,6 +32,7 @@ export {
   compileLogicOrFlat,
   DEFAULT_MAX_STEPS,
   flatNodes,
+  MAX_BLOCK_DEPTH,
   type IncludeRef,
   type LogicNode,
   type LogicRef,

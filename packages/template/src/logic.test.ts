@@ -1,7 +1,14 @@
 import { AppError } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
 import { compileTemplate } from './compile.ts'
-import { compileLogic, type LogicTemplate, renderLogic, templateSyntaxError } from './logic.ts'
+import {
+  compileLogic,
+  type LogicTemplate,
+  MAX_BLOCK_DEPTH,
+  renderLogic,
+  templateSyntaxError,
+  templateVariableNames,
+} from './logic.ts'
 import { renderCompiled, renderTemplate } from './render.ts'
 import { syncVariables } from './variables.ts'
 
@@ -27,6 +34,32 @@ describe('compileLogic', () => {
     ['{{#if a}}1{{else}}2{{else}}3{{/if}}', 'a second {{else}}'],
   ])('refuses %s', (t, message) => {
     expect(templateSyntaxError(t)?.message).toContain(message)
+  })
+
+  it(`refuses blocks nested deeper than ${MAX_BLOCK_DEPTH} levels (rendering them overflowed the stack)`, () => {
+    const nested = (n: number) => `${'{{#if a}}'.repeat(n)}x${'{{/if}}'.repeat(n)}`
+    expect(templateSyntaxError(nested(MAX_BLOCK_DEPTH))).toBeNull()
+    expect(render(nested(MAX_BLOCK_DEPTH), { a: 1 }).renderedContent).toBe('x')
+    expect(templateSyntaxError(nested(MAX_BLOCK_DEPTH + 1))?.message).toBe(
+      `blocks nest deeper than ${MAX_BLOCK_DEPTH} levels`,
+    )
+    // What a 100,000-character template holds: refused at save; an old version of it renders flat.
+    const deep = nested(6_200)
+    expect(templateSyntaxError(deep)?.message).toContain('nest deeper')
+    expect(render(deep, { a: 1 }).renderedContent).toBe(deep)
+  })
+
+  it('refuses __proto__ as a block operand: no request can supply it, as {{__proto__}} is text', () => {
+    for (const t of [
+      '{{#if __proto__}}x{{/if}}',
+      '{{#unless __proto__}}x{{/unless}}',
+      '{{#each __proto__}}x{{/each}}',
+    ]) {
+      expect(templateSyntaxError(t)?.message).toContain('__proto__ cannot be a variable')
+      expect(templateVariableNames(t)).toBeNull()
+    }
+    expect(syncVariables('{{#if __proto__}}x{{/if}}', []).variables).toEqual([])
+    expect(compileLogic('{{#if a}}{{__proto__}}{{/if}}')?.names).toEqual(['a'])
   })
 
   it('detects names of blocks and placeholders, not this/@index', () => {
@@ -113,6 +146,28 @@ describe('renderLogic', () => {
     })
     expect(out.renderedContent).toBe('Hi VIP Ann! VIP AnnVIP Ann')
     expect(out.included).toEqual(['child'])
+  })
+
+  it('bounds nesting across included parts (RENDER_TOO_LARGE), a cyclic include too', () => {
+    const nested = (n: number, inner: string) => `${'{{#if a}}'.repeat(n)}${inner}${'{{/if}}'.repeat(n)}`
+    const child = compileLogic(nested(40, 'x')) as LogicTemplate
+    const parent = compileLogic(nested(40, '{{> child}}')) as LogicTemplate
+    const include = (ref: { slug: string }) => (ref.slug === 'child' ? child : undefined)
+    const err = (() => {
+      try {
+        renderLogic(parent, [], { a: 1 }, 'invoke', { include })
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(err).toBeInstanceOf(AppError)
+    expect((err as AppError).code).toBe('RENDER_TOO_LARGE')
+    expect((err as AppError).details).toEqual({ maxDepth: MAX_BLOCK_DEPTH })
+    const shallow = compileLogic(nested(10, '{{> child}}')) as LogicTemplate
+    expect(renderLogic(shallow, [], { a: 1 }, 'invoke', { include }).renderedContent).toBe('x')
+    // An include callback that answers the template itself ends at the bound, not in a RangeError.
+    const self = compileLogic('{{> me}}') as LogicTemplate
+    expect(() => renderLogic(self, [], {}, 'invoke', { include: () => self })).toThrow(/nest deeper/)
   })
 
   it('inject keeps unresolved placeholders and unresolvable references as written', () => {

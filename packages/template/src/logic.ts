@@ -67,6 +67,13 @@ export class TemplateSyntaxError extends Error {
 const BLOCKS = new Set(['if', 'unless', 'each'])
 const VERSION_MAX = 1_000_000_000
 
+/**
+ * Most levels blocks nest in one template, and, at render, blocks and references together
+ * across the included parts. Rendering recurses once per level: without a bound, 6,000 nested
+ * `{{#if}}` (well within the template size limit) overflowed the stack.
+ */
+export const MAX_BLOCK_DEPTH = 64
+
 interface Frame {
   kind: 'if' | 'unless' | 'each'
   test: LogicRef
@@ -95,6 +102,11 @@ function closesAt(s: string, i: number): boolean {
 
 /** `this`, `this.a.b` (inside `#each`), `@index`, or a root name. */
 function operand(word: string, eachDepth: number, offset: number): LogicRef {
+  // As `{{__proto__}}` is text (compile.ts): no JSON body can carry the key, so it would be a
+  // required variable nobody can supply. A block cannot be text (its close would be stray).
+  if (word === '__proto__') {
+    throw new TemplateSyntaxError('__proto__ cannot be a variable (no request can supply it)', offset)
+  }
   if (word === '@index') {
     if (eachDepth === 0) throw new TemplateSyntaxError('{{@index}} is only defined inside {{#each}}', offset)
     return { kind: 'index' }
@@ -162,6 +174,9 @@ export function compileLogic(source: string): LogicTemplate | null {
       if (!word) throw new TemplateSyntaxError(`{{#${kw}}} needs a variable name`, open)
       j = skipSpace(source, j + word.length)
       if (!closesAt(source, j)) throw new TemplateSyntaxError(`{{#${kw} ${word}}} is not closed by }}`, open)
+      if (stack.length >= MAX_BLOCK_DEPTH) {
+        throw new TemplateSyntaxError(`blocks nest deeper than ${MAX_BLOCK_DEPTH} levels`, open)
+      }
       const test = operand(word, eachDepth(), open)
       if (kw === 'each' && test.kind === 'index') {
         throw new TemplateSyntaxError('{{#each}} needs a list, not @index', open)
@@ -347,6 +362,8 @@ export interface LogicRenderOptions {
   include?: (ref: IncludeRef) => LogicTemplate | undefined
   /** Bytes of output already counted against maxOutputBytes (a chat prompt's earlier messages). */
   startBytes?: number
+  /** Most levels of blocks and references together, across included parts (MAX_BLOCK_DEPTH unless given). */
+  maxDepth?: number
 }
 
 export interface LogicRenderOutcome {
@@ -391,6 +408,7 @@ export function renderLogic(
   }
   const max = options.maxOutputBytes ?? Number.POSITIVE_INFINITY
   const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS
+  const maxDepth = options.maxDepth ?? MAX_BLOCK_DEPTH
   const unresolvedSet = new Set<string>()
   const included: string[] = []
   const includedSet = new Set<string>()
@@ -427,7 +445,9 @@ export function renderLogic(
     return scopes[scopes.length - 1]?.index
   }
 
-  const walk = (nodes: readonly LogicNode[]): void => {
+  /** `depth`: the blocks and references around `nodes`, the included parts' counted too. */
+  const walk = (nodes: readonly LogicNode[], depth: number): void => {
+    if (depth > maxDepth) throw tooDeep(maxDepth)
     for (const node of nodes) {
       if (++steps > maxSteps) throw tooManySteps(maxSteps)
       switch (node.kind) {
@@ -459,24 +479,24 @@ export function renderLogic(
         }
         case 'if': {
           const yes = truthy(refValue(node.test)) !== node.negate
-          walk(yes ? node.body : node.otherwise)
+          walk(yes ? node.body : node.otherwise, depth + 1)
           break
         }
         case 'each': {
           const list = refValue(node.list)
           if (list === undefined || list === null || list === false) {
-            walk(node.otherwise)
+            walk(node.otherwise, depth + 1)
             break
           }
           if (!Array.isArray(list)) throw notAList(node.list)
           if (list.length === 0) {
-            walk(node.otherwise)
+            walk(node.otherwise, depth + 1)
             break
           }
           for (let index = 0; index < list.length; index++) {
             if (++steps > maxSteps) throw tooManySteps(maxSteps)
             scopes.push({ item: list[index], index })
-            walk(node.body)
+            walk(node.body, depth + 1)
             scopes.pop()
           }
           break
@@ -494,14 +514,14 @@ export function renderLogic(
           }
           // An included prompt renders at the top level: the loop's item does not cross into it.
           const saved = scopes.splice(0, scopes.length)
-          walk(child.nodes)
+          walk(child.nodes, depth + 1)
           scopes.push(...saved)
           break
         }
       }
     }
   }
-  walk(template.nodes)
+  walk(template.nodes, 0)
   return { renderedContent: out, missingRequired, unresolved: [...unresolvedSet], included, bytes, steps }
 }
 
@@ -509,6 +529,14 @@ function tooManySteps(maxSteps: number): AppError {
   return new AppError('RENDER_TOO_LARGE', `the template takes more than ${maxSteps} steps to render`, {
     maxSteps,
   })
+}
+
+function tooDeep(maxDepth: number): AppError {
+  return new AppError(
+    'RENDER_TOO_LARGE',
+    `blocks and references nest deeper than ${maxDepth} levels (included parts count too)`,
+    { maxDepth },
+  )
 }
 
 function notAList(ref: LogicRef): AppError {

@@ -97,6 +97,7 @@ describe('package entry point', () => {
   it('exports the public API', () => {
     expect(Object.keys(api).sort()).toEqual([
       'DEFAULT_MAX_STEPS',
+      'MAX_BLOCK_DEPTH',
       'TemplateSyntaxError',
       'asMessageList',
       'chatLogic',

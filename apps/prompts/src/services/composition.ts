@@ -30,20 +30,27 @@ export class Composition {
    * VALIDATION_ERROR naming the path, `/body/template` or `/body/messages/<i>/content`, and the
    * chain). The graph follows each included prompt's draft and current version; the bound on
    * includes counts the whole prompt (a chat prompt renders as one).
+   *
+   * `self.slug` may be a lookup, asked only when the content has references: a new prompt
+   * without a given slug gets the first free one, which is not known before it is asked for.
+   * `cyclesOnly` (a change of slug alone): only a cycle is refused; the content itself was
+   * checked when it was saved, and what changed since (a deleted child) is render's to refuse.
    */
   async checkContent(
     organizationId: string,
-    self: { id?: string; slug: string },
+    self: { id?: string; slug: string | (() => Promise<string>) },
     content: { template: string; messages?: readonly ChatMessage[] },
+    cyclesOnly = false,
   ): Promise<void> {
     const sources = content.messages
       ? content.messages.flatMap((m, i) =>
           'content' in m ? [{ template: m.content, path: `/body/messages/${i}/content` }] : [],
         )
       : [{ template: content.template, path: '/body/template' }]
-    for (const source of sources) checkSyntax(source.template, source.path)
+    if (!cyclesOnly) for (const source of sources) checkSyntax(source.template, source.path)
     const tops = sources.map((source) => ({ ...source, refs: referencesOf(source.template) }))
     if (tops.every((top) => top.refs.length === 0)) return
+    const selfSlug = typeof self.slug === 'string' ? self.slug : await self.slug()
     const bySlug = new Map<string, PromptRecord | null>()
     const refsOf = new Map<string, IncludeRef[]>()
     const find = async (slug: string): Promise<PromptRecord | null> => {
@@ -70,25 +77,32 @@ export class Composition {
     const walk = async (refs: IncludeRef[], chain: string[], path: string): Promise<void> => {
       for (const ref of refs) {
         const next = [...chain, ref.slug]
-        if (ref.slug === self.slug || chain.slice(1).includes(ref.slug)) {
+        if (ref.slug === selfSlug || chain.slice(1).includes(ref.slug)) {
           throw invalidTemplate(path, 'the references form a cycle', next)
         }
+        // Past the bounds a cycle is render's to refuse too (it refuses the depth).
         if (next.length - 1 > MAX_INCLUDE_DEPTH) {
+          if (cyclesOnly) continue
           throw invalidTemplate(path, `references nest deeper than ${MAX_INCLUDE_DEPTH}`, next)
         }
         if (++count > MAX_INCLUDES) {
+          if (cyclesOnly) return
           throw invalidTemplate(path, `more than ${MAX_INCLUDES} includes`)
         }
         const prompt = await find(ref.slug)
-        if (!prompt) throw invalidTemplate(path, `no prompt with slug ${ref.slug} in this workspace`, next)
+        if (!prompt) {
+          if (cyclesOnly) continue
+          throw invalidTemplate(path, `no prompt with slug ${ref.slug} in this workspace`, next)
+        }
         if (prompt._id === self.id) throw invalidTemplate(path, 'the references form a cycle', next)
         if (prompt.type !== 'text') {
+          if (cyclesOnly) continue
           throw invalidTemplate(path, `${ref.slug} is a chat prompt; only text prompts can be included`, next)
         }
         await walk(await childRefs(prompt), next, path)
       }
     }
-    for (const top of tops) await walk(top.refs, [self.slug], top.path)
+    for (const top of tops) await walk(top.refs, [selfSlug], top.path)
   }
 
   /** Prompts whose draft or current version includes `prompt`, and where. */

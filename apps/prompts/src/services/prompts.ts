@@ -172,10 +172,7 @@ export class PromptsService {
       return candidate
     }
     for (let attempt = 0; attempt < 20; attempt++) {
-      const slug = await uniqueSlug(
-        slugify(record.name),
-        (s) => knownTaken?.has(s) === true || this.store.isSlugTaken(record.organizationId, s),
-      )
+      const slug = await this.freeSlug(record.organizationId, record.name, knownTaken)
       const candidate = { ...record, slug }
       try {
         await write(candidate)
@@ -187,6 +184,14 @@ export class PromptsService {
       }
     }
     throw new AppError('CONFLICT', 'could not allocate a unique slug')
+  }
+
+  /** The first free slug for a name: what a prompt created without a slug gets (unless a concurrent create takes it first). */
+  private freeSlug(organizationId: string, name: string, knownTaken?: Set<string>): Promise<string> {
+    return uniqueSlug(
+      slugify(name),
+      (s) => knownTaken?.has(s) === true || this.store.isSlugTaken(organizationId, s),
+    )
   }
 
   async create(
@@ -213,7 +218,13 @@ export class PromptsService {
         ))
     const type = input.type ?? 'text'
     const content = buildContent(type, input, input.variables ?? [])
-    await this.composition.checkContent(organizationId, { slug: input.slug ?? slugify(input.name) }, content)
+    // Checked against the slug the prompt will get: without one given, the name's slug may be
+    // taken already (then `child` is another prompt, not this one, and `{{> child}}` no cycle).
+    await this.composition.checkContent(
+      organizationId,
+      { slug: input.slug ?? (() => this.freeSlug(organizationId, input.name.trim(), knownTaken)) },
+      content,
+    )
     const now = new Date().toISOString()
     const record: PromptRecord = {
       _id: newId(),
@@ -316,6 +327,7 @@ export class PromptsService {
     if (body.description !== undefined) patch.description = body.description
     if (body.tags !== undefined) patch.tags = body.tags
     let staleVariables: string[] | undefined
+    let checked = false
     if (body.template !== undefined || body.messages !== undefined || body.variables !== undefined) {
       const given =
         current.type === 'chat'
@@ -328,11 +340,22 @@ export class PromptsService {
           { id: current._id, slug: patch.slug ?? current.slug },
           content,
         )
+        checked = true
       }
       patch.template = content.template
       if (content.messages) patch.messages = content.messages
       patch.variables = content.variables
       staleVariables = content.staleVariables
+    }
+    if (patch.slug !== undefined && !checked) {
+      // A new slug may be one the draft's includes name (left dangling by a forced delete or
+      // rename): taking it would close a cycle.
+      await this.composition.checkContent(
+        organizationId,
+        { id: current._id, slug: patch.slug },
+        { template: current.template, ...contentFields(current) },
+        true,
+      )
     }
     if (body.config !== undefined) patch.config = body.config === null ? null : checkConfig(body.config)
     if (body.isPublic !== undefined) {
@@ -503,6 +526,13 @@ export class PromptsService {
   ): Promise<PromptRecord> {
     const prompt = await this.get(organizationId, id)
     const version = await this.version(prompt, versionId)
+    // The checks of a save (PATCH): what the version includes may have changed since, and
+    // restoring it can close a cycle.
+    await this.composition.checkContent(
+      organizationId,
+      { id: prompt._id, slug: prompt.slug },
+      { template: version.template, ...contentFields(version) },
+    )
     const updated = await this.store.updatePrompt(
       organizationId,
       id,

@@ -159,13 +159,16 @@ function chatResult(
 
 /**
  * How a template's references are fetched: in the caller's workspace through the resolver's
- * caches, or, for the public catalog, only when the included prompt is public too.
+ * caches, or, for the public catalog, only when the included prompt is public too. The
+ * invoke's subject goes along, so `{{> child@production}}` under a split serves the subject the
+ * variant that invoking the child directly would.
  */
 function referenceFetcher(
   resolver: Resolver,
   request: FastifyRequest,
-  publicOf?: { organizationId: string },
+  opts: { publicOf?: { organizationId: string }; subject?: string | undefined } = {},
 ): FetchReference {
+  const { publicOf, subject } = opts
   const caller = callerOf(request)
   return (ref) => {
     const selector = {
@@ -180,7 +183,12 @@ function referenceFetcher(
         ...selector,
       })
     }
-    return resolver.resolveBySlug({ ...caller, slug: ref.slug, ...selector })
+    return resolver.resolveBySlug({
+      ...caller,
+      slug: ref.slug,
+      ...selector,
+      ...(subject !== undefined ? { subject } : {}),
+    })
   }
 }
 
@@ -294,10 +302,11 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
     body: { variables?: Record<string, unknown> },
     request: FastifyRequest,
     reply: FastifyReply,
+    subject: string | undefined,
   ) =>
     served(
       await invokeAny(s.snapshot, body.variables ?? {}, reply, maxOutputBytes, () =>
-        referenceFetcher(resolver, request),
+        referenceFetcher(resolver, request, { subject }),
       ),
       s,
       reply,
@@ -317,7 +326,7 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
         publicOnly: false,
         ...(subject !== undefined ? { subject } : {}),
       })
-      return answer(s, body, request, reply)
+      return answer(s, body, request, reply, subject)
     },
     { preValidation: noBodyAsObject },
   )
@@ -336,7 +345,7 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
         ...selector(request.query, body),
         ...(subject !== undefined ? { subject } : {}),
       })
-      return answer(s, body, request, reply)
+      return answer(s, body, request, reply, subject)
     },
     { preValidation: noBodyAsObject },
   )
@@ -410,7 +419,7 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
     async (request, reply) => {
       const snapshot = await resolver.resolve({ ...lookup(request, request.params.id), publicOnly: true })
       return invokeAny(snapshot, request.body?.variables ?? {}, reply, maxOutputBytes, () =>
-        referenceFetcher(resolver, request, { organizationId: snapshot.organizationId ?? '' }),
+        referenceFetcher(resolver, request, { publicOf: { organizationId: snapshot.organizationId ?? '' } }),
       )
     },
     { preValidation: noBodyAsObject },

@@ -1,5 +1,5 @@
 import { AppError } from '@pm/contracts'
-import { compileChat, compileLogicOrFlat, compileTemplate } from '@pm/template'
+import { compileChat, compileLogicOrFlat, compileTemplate, MAX_BLOCK_DEPTH } from '@pm/template'
 import { describe, expect, it } from 'vitest'
 import { type FetchReference, renderComposed, renderComposedChat } from './compose.ts'
 import type { Snapshot } from './resolver.ts'
@@ -97,6 +97,29 @@ describe('render-time bounds of references', () => {
     expect(chat).toMatchObject({ code: 'INVALID_REFERENCE', message: expect.stringContaining('chat prompt') })
     const missing = await refused(renderComposed(root('ok {{> gone}}'), {}, 'invoke', fetcher(parts), 1_000))
     expect(missing.details).toEqual({ chain: 'root -> gone', reason: 'NOT_FOUND' })
+  })
+
+  it('blocks nested through includes past MAX_BLOCK_DEPTH are 422 RENDER_TOO_LARGE, not a stack overflow', async () => {
+    const nested = (n: number, inner: string) => `${'{{#if a}}'.repeat(n)}${inner}${'{{/if}}'.repeat(n)}`
+    // Each part alone is within the bound (saved fine); together they are not.
+    const parts = { mid: snapshot(nested(30, '{{> leaf}}')), leaf: snapshot(nested(30, 'x')) }
+    const ok = await renderComposed(root('{{> leaf}}'), { a: 1 }, 'invoke', fetcher(parts), 1_000)
+    expect(ok.renderedContent).toBe('x')
+    const err = await refused(
+      renderComposed(
+        root(nested(MAX_BLOCK_DEPTH - 60, '{{> mid}}')),
+        { a: 1 },
+        'invoke',
+        fetcher(parts),
+        1_000,
+      ),
+    )
+    expect(err).toMatchObject({ code: 'RENDER_TOO_LARGE', details: { maxDepth: MAX_BLOCK_DEPTH } })
+    const chat = compileChat([{ role: 'user', content: nested(10, '{{> mid}}') }])
+    const overChat = await refused(
+      renderComposedChat({ slug: 'root', chat, variables: [] }, { a: 1 }, 'invoke', fetcher(parts), 1_000),
+    )
+    expect(overChat.code).toBe('RENDER_TOO_LARGE')
   })
 
   it('a reference in a branch not taken is resolved too (nothing depends on the variables)', async () => {
