@@ -29,7 +29,7 @@ const ExtraHeaders = Type.Record(
   { maxProperties: CONNECTION_HEADERS_MAX },
 )
 
-/** A connection as answered: the key is never in it, only its last 4 characters. */
+/** A connection as answered: the key is never in it, only its last 4 characters (none for a key under 16). */
 export const Connection = Type.Object(
   {
     _id: ObjectId,
@@ -38,7 +38,7 @@ export const Connection = Type.Object(
     provider: Type.Ref(ProviderName),
     /** null: the provider's own API. */
     baseUrl: Nullable(Type.String()),
-    /** The API key's last 4 characters. */
+    /** The API key's last 4 characters; empty for a key under 16 characters. */
     keyHint: Type.String(),
     /** The models offered for this connection (the first is the default when the prompt names none). */
     models: Type.Array(Type.String()),

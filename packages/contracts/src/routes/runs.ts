@@ -70,7 +70,7 @@ export const RUN_ROUTES = {
     path: `${ORG_PREFIX}/connections`,
     summary: 'Add a model provider connection',
     description:
-      'The API key is encrypted at rest and never answered: `keyHint` shows its last 4 characters. ' +
+      'The API key is encrypted at rest and never answered: `keyHint` shows its last 4 characters (empty for a key under 16 characters). ' +
       '`baseUrl` must be https and resolve to public addresses, unless its host is in ' +
       'PROVIDER_ALLOWED_HOSTS (which may also use http); otherwise a 400 VALIDATION_ERROR.',
     ...CONNECTIONS,

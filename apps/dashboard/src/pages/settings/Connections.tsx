@@ -25,7 +25,7 @@ const PROVIDER_LABEL: Record<Provider, string> = {
   'openai-compatible': 'OpenAI-compatible (Azure, Ollama, vLLM, OpenRouter…)',
 }
 
-/** Model provider connections: create, edit, delete (the key is shown only as its last 4 characters). */
+/** Model provider connections: create, edit, delete (the key is shown only as its last 4 characters, and not at all when under 16). */
 export function Connections() {
   const { role, pending, error } = useMyRole()
   if (pending) return <Loading label="Checking your role" />
@@ -161,7 +161,7 @@ function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void })
             value={apiKey}
             onChange={(e) => setApiKey(e.target.value)}
           >
-            <span className="hint">Encrypted at rest; afterwards only its last 4 characters are shown.</span>
+            <span className="hint">Encrypted at rest; afterwards at most its last 4 characters are shown.</span>
           </Field>
         </div>
         <Field
