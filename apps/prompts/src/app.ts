@@ -103,7 +103,7 @@ export async function buildApp(opts: PromptsAppOptions): Promise<Service> {
     dedupeMs: config.IMPORT_DEDUPE_MS,
     rowDelayMs: config.IMPORT_ROW_DELAY_MS,
   })
-  const deps: PromptsDeps = { config, service, importer, files: new PromptFiles(service, store) }
+  const deps: PromptsDeps = { config, service, importer, files: new PromptFiles(service, store, orgSettings) }
 
   promptRoutes(app, deps)
   versionRoutes(app, deps)

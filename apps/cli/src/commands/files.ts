@@ -1,5 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { basename, join } from 'node:path'
 import type { PromptClient } from '@pm/client'
 import {
   FILE_EXTENSIONS,
@@ -26,6 +26,8 @@ interface State {
   env: string | null
   /** By slug: the prompt and its draft's revision at the pull (or the last push). */
   prompts: Record<string, { id: string; revision: string; file: string }>
+  /** The files the last pull wrote: the next pull removes those it does not write again. */
+  pulled?: string[]
 }
 
 interface LocalFile {
@@ -149,15 +151,40 @@ function describeItem(item: ImportPlanItem): string {
         ? `error: ${item.message ?? ''}`
         : item.action
   const published = item.publishedVersion === undefined ? '' : `, published v${item.publishedVersion}`
-  return `  ${item.file}: ${what}${published}`
+  const pinned = item.pinned?.length && item.action !== 'error' ? `, pin ${item.pinned.join(', ')}` : ''
+  return `  ${item.file}: ${what}${published}${pinned}`
 }
 
 function describePlan(plan: ImportPlan, heading: string): string {
   const s = plan.summary
   return [
     `${heading}: ${s.create} to create, ${s.update} to update, ${s.unchanged} unchanged, ${s.error} with errors`,
-    ...plan.items.filter((i) => i.action !== 'unchanged').map(describeItem),
+    // An unchanged prompt is listed when it gets a pin (a Langfuse label).
+    ...plan.items.filter((i) => i.action !== 'unchanged' || i.pinned?.length).map(describeItem),
   ].join('\n')
+}
+
+/**
+ * The files an earlier pull wrote that this one did not (a prompt renamed, deleted, no longer
+ * pinned, or pulled in another format): left there, the next push would create them again.
+ * Only names pm recorded as its own, plain names of prompt files in the folder, are candidates.
+ */
+function stale(previous: State | null, written: Set<string>): string[] {
+  if (!previous) return []
+  // A state written before `pulled` existed: the files of its prompts.
+  const recorded: unknown[] = Array.isArray(previous.pulled)
+    ? previous.pulled
+    : Object.values(previous.prompts ?? {}).map((p) => (p as { file?: unknown } | null)?.file)
+  return [...new Set(recorded)]
+    .filter(
+      (name): name is string =>
+        typeof name === 'string' &&
+        basename(name) === name &&
+        name !== STATE_FILE &&
+        formatOfFile(name) !== null &&
+        !written.has(name),
+    )
+    .sort()
 }
 
 /** `pm pull [--dir prompts] [--env production|preview | --draft] [--format dotprompt|prompty|json]` */
@@ -176,6 +203,12 @@ export async function pullCommand(ctx: Context, args: string[]): Promise<number>
   if (env !== undefined && values.draft) throw new UsageError('give --env or --draft, not both')
   const client = await clientFor(ctx, 'user')
   mkdirSync(dir, { recursive: true })
+  let previous: State | null
+  try {
+    previous = readState(dir)
+  } catch {
+    previous = null // a state pull is about to replace: nothing of it is trusted
+  }
   const written: LocalFile[] = []
   const skipped: string[] = []
   const ids = new Map<string, string>()
@@ -200,12 +233,16 @@ export async function pullCommand(ctx: Context, args: string[]): Promise<number>
     }
     if (list.prompts.length < PAGE || page >= list.pagination.totalPages) break
   }
+  const removed = stale(previous, new Set(written.map((f) => f.name)))
+  for (const name of removed) rmSync(join(dir, name), { force: true })
   // The drafts' revisions, from a dry run of the files just written (it also shows they read back).
-  const state: State = { format, env: env ?? null, prompts: {} }
+  const state: State = { format, env: env ?? null, prompts: {}, pulled: written.map((f) => f.name) }
+  const errors: { file: string; message: string }[] = []
   if (written.length > 0) {
     const plan = await importFiles(client, written, { dryRun: true, publish: false, expect: {} })
     for (const item of plan.items) {
-      if (item.slug && item.promptId && item.revision)
+      if (item.action === 'error') errors.push({ file: item.file, message: item.message ?? '' })
+      else if (item.slug && item.promptId && item.revision)
         state.prompts[item.slug] = { id: item.promptId, revision: item.revision, file: item.file }
     }
   }
@@ -214,10 +251,24 @@ export async function pullCommand(ctx: Context, args: string[]): Promise<number>
     [
       `Pulled ${written.length} prompt${written.length === 1 ? '' : 's'} into ${dir} (${format}${env ? `, ${env}` : ', drafts'}).`,
       ...(skipped.length > 0 ? [`Skipped (nothing promoted to ${env}): ${skipped.join(', ')}`] : []),
+      ...(removed.length > 0
+        ? [`Removed (written by the last pull, not by this one): ${removed.join(', ')}`]
+        : []),
     ].join('\n'),
-    { dir, format, env: env ?? null, files: written.map((f) => f.name), skipped },
+    { dir, format, env: env ?? null, files: written.map((f) => f.name), skipped, removed, errors },
   )
-  return 0
+  if (errors.length === 0) return 0
+  // Written, but they do not read back: a push of the folder would refuse them.
+  if (!ctx.json) {
+    ctx.io.stderr.write(
+      [
+        `${errors.length} pulled file${errors.length === 1 ? '' : 's'} cannot be read back (push would refuse ${errors.length === 1 ? 'it' : 'them'}; try --format json):`,
+        ...errors.map((e) => `  ${e.file}: ${e.message}`),
+        '',
+      ].join('\n'),
+    )
+  }
+  return 1
 }
 
 /** `pm diff [--dir prompts]`: what a push would do, with each changed file's diff. */

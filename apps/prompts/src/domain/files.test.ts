@@ -162,6 +162,59 @@ describe('prompt files', () => {
     expect(out[1]?.ok && out[1].prompt.pin).toEqual(['preview'])
   })
 
+  it('keeps variable descriptions as written: spaces, empty, several lines (Dotprompt and Prompty)', () => {
+    const src: ExportSource = {
+      ...chat,
+      variables: [
+        { name: 'persona', required: false, description: '  padded, with a comma  ' },
+        { name: 'vip', required: true, description: '' },
+        { name: 'history', required: true, description: 'the chat\nso far (two lines)' },
+        { name: 'examples', required: false, description: '' },
+        { name: 'question', required: true, description: 'first line\nsecond line' },
+      ],
+    }
+    for (const name of ['x.prompt', 'x.prompty']) {
+      const format = name.endsWith('.prompt') ? 'dotprompt' : 'prompty'
+      expect(parseOne(name, bytes(exportFile(src, format))).variables, name).toEqual(src.variables)
+    }
+  })
+
+  it('reads a placeholder description over several lines in a Picoschema key', () => {
+    const p = parseOne(
+      'x.prompt',
+      bytes('---\ninput:\n  schema:\n    "history(array, the chat\\nso far)": object\n---\n{{history}}\n'),
+    )
+    expect(p.variables).toEqual([{ name: 'history', required: true, description: 'the chat\nso far' }])
+  })
+
+  it('keeps large floats (1e300) and refuses only integers written beyond 2^53', () => {
+    const big: ExportSource = {
+      ...text,
+      config: { a: 1e300, b: -2.5e-300, c: 1.7976931348623157e308, d: 42 },
+    }
+    for (const format of FILE_FORMATS) {
+      const ext = { dotprompt: 'x.prompt', prompty: 'x.prompty', json: 'x.json' }[format]
+      expect(parseOne(ext, bytes(exportFile(big, format))).config, format).toEqual(big.config)
+    }
+    expect(
+      parseOne('a.json', bytes('{"name":"x","template":"a","config":{"n":1E300,"m":9007199254740991}}'))
+        .config,
+    ).toEqual({
+      n: 1e300,
+      m: 9007199254740991,
+    })
+    expect(failure('a.json', bytes('{"name":"x","template":"a","config":{"n":9007199254740993}}'))).toMatch(
+      /too large to keep exactly/,
+    )
+    expect(failure('a.prompt', bytes('---\nconfig:\n  n: 9007199254740993\n---\nhi'))).toMatch(
+      /too large to keep exactly/,
+    )
+    expect(parseOne('a.prompt', bytes('---\nconfig:\n  n: 1e300\n  m: 0x10\n---\nhi')).config).toEqual({
+      n: 1e300,
+      m: 16,
+    })
+  })
+
   it('refuses pathologically nested files without a stack overflow', () => {
     const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`
     expect(failure('a.json', bytes(`{"name":"x","template":"a","config":{"a":${deep(100)}}}`))).toMatch(

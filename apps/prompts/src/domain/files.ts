@@ -164,8 +164,10 @@ export function toDotprompt(src: ExportSource): string {
     const defaults: Record<string, string> = {}
     for (const v of src.variables) {
       const list = placeholders.has(v.name)
-      const key = `${v.name}${v.required ? '' : '?'}${list ? (v.description ? `(array, ${v.description})` : '(array)') : ''}`
-      schema[key] = list ? 'object' : v.description ? `string, ${v.description}` : 'string'
+      // The description as it is (an empty one too): readSchema takes everything after ", ".
+      const described = v.description === undefined ? '' : `, ${v.description}`
+      const key = `${v.name}${v.required ? '' : '?'}${list ? `(array${described})` : ''}`
+      schema[key] = list ? 'object' : `string${described}`
       if (v.defaultValue !== undefined) defaults[v.name] = v.defaultValue
     }
     front.input = { schema, ...(Object.keys(defaults).length > 0 ? { default: defaults } : {}) }
@@ -261,21 +263,38 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 
 const MAX_DEPTH = 64
 
-/** Numbers JSON cannot carry as they are (1e999, integers beyond 2^53) are refused, not rounded. */
-function checkNumbers(value: unknown, path: string, depth = 0): void {
+/**
+ * Numbers as JSON carries them: integers, read as bigint exactly as they were written, become
+ * numbers within 2^53 and are refused beyond it (they would be rounded), as is a number too large
+ * for a double (1e999). Other numbers are kept: 1e300 is a float, exact as written, and written
+ * back the same (Number.isInteger cannot tell it from a long integer, the source can).
+ */
+function exactNumbers(value: unknown, path: string, depth = 0): unknown {
   // Deeper than any model setting needs, and shallow enough for every recursive step after this.
   if (depth > MAX_DEPTH) throw new FileError(`${path}: nested more than ${MAX_DEPTH} levels deep`)
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new FileError(`${path}: the number is too large`)
-    if (Number.isInteger(value) && !Number.isSafeInteger(value))
-      throw new FileError(`${path}: the integer is too large to keep exactly`)
   } else if (typeof value === 'bigint') {
-    throw new FileError(`${path}: the integer is too large to keep exactly`)
+    const n = Number(value)
+    if (!Number.isSafeInteger(n)) throw new FileError(`${path}: the integer is too large to keep exactly`)
+    return n
   } else if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) checkNumbers(v, `${path}/${i}`, depth + 1)
+    return value.map((v, i) => exactNumbers(v, `${path}/${i}`, depth + 1))
   } else if (isObject(value)) {
-    for (const [k, v] of Object.entries(value)) checkNumbers(v, `${path}/${k}`, depth + 1)
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, exactNumbers(v, `${path}/${k}`, depth + 1)]),
+    )
   }
+  return value
+}
+
+/** JSON with its integers as bigint (as written, for exactNumbers); `context.source` is Node 21+. */
+function parseJson(text: string): unknown {
+  return JSON.parse(text, (_key, value: unknown, context?: { source?: string }) =>
+    typeof value === 'number' && context?.source !== undefined && /^-?\d+$/.test(context.source)
+      ? BigInt(context.source)
+      : value,
+  )
 }
 
 /**
@@ -304,7 +323,14 @@ function checkNesting(text: string, json: boolean): void {
 /** YAML front matter as an object: core schema only, duplicate keys and alias bombs refused. */
 function readYaml(text: string): Record<string, unknown> {
   checkNesting(text, false)
-  const doc = parseDocument(text, { schema: 'core', uniqueKeys: true, merge: false, prettyErrors: false })
+  // intAsBigInt: integers as written, for exactNumbers to judge.
+  const doc = parseDocument(text, {
+    schema: 'core',
+    uniqueKeys: true,
+    merge: false,
+    prettyErrors: false,
+    intAsBigInt: true,
+  })
   const problem = doc.errors[0]
   if (problem) throw new FileError(`the front matter is not valid YAML: ${problem.message.split('\n')[0]}`)
   let value: unknown
@@ -315,8 +341,7 @@ function readYaml(text: string): Record<string, unknown> {
   }
   if (value === null || value === undefined) return {}
   if (!isObject(value)) throw new FileError('the front matter is not an object (a YAML mapping)')
-  checkNumbers(value, 'front matter')
-  return value
+  return exactNumbers(value, 'front matter') as Record<string, unknown>
 }
 
 /** `---` YAML `---` then the body; a file without front matter is all body. */
@@ -408,7 +433,13 @@ function readSections(text: string, markers: Markers): ChatMessage[] {
   return messages
 }
 
-const SCHEMA_KEY = /^([A-Za-z_][A-Za-z0-9_.-]*)(\?)?(?:\(\s*([A-Za-z]+)\s*(?:,\s*(.*))?\))?$/
+// The description may span lines (`[\s\S]`); the one space after the comma is the separator.
+const SCHEMA_KEY = /^([A-Za-z_][A-Za-z0-9_.-]*)(\?)?(?:\(\s*([A-Za-z]+)\s*(?:, ?([\s\S]*))?\))?$/
+
+/** What follows `type,` in a Picoschema value: one separating space dropped, the rest as written. */
+function afterComma(text: string): string {
+  return text.startsWith(' ') ? text.slice(1) : text
+}
 
 /** Variables from `input.schema`: Picoschema (`name?: type, description`) or a JSON Schema object. */
 function readSchema(schema: unknown, defaults: Record<string, unknown>): VariableInput[] {
@@ -427,7 +458,11 @@ function readSchema(schema: unknown, defaults: Record<string, unknown>): Variabl
       const description =
         isObject(prop) && typeof prop.description === 'string' ? prop.description : undefined
       out.push(
-        withDefault({ name, required: required.includes(name), ...(description ? { description } : {}) }),
+        withDefault({
+          name,
+          required: required.includes(name),
+          ...(description === undefined ? {} : { description }),
+        }),
       )
     }
     return out
@@ -435,14 +470,21 @@ function readSchema(schema: unknown, defaults: Record<string, unknown>): Variabl
   for (const [key, value] of Object.entries(schema)) {
     const m = SCHEMA_KEY.exec(key)
     if (!m?.[1]) throw new FileError(`input.schema: "${key}" is not a variable name (letters, digits, _ . -)`)
-    let description = m[4]?.trim() || undefined
+    // Kept as written (not trimmed, an empty one kept): a pulled file reads back unchanged.
+    let description = m[4]
     if (typeof value === 'string' && description === undefined) {
       const comma = value.indexOf(',')
-      if (comma >= 0) description = value.slice(comma + 1).trim() || undefined
+      if (comma >= 0) description = afterComma(value.slice(comma + 1))
     } else if (isObject(value) && typeof value.description === 'string' && description === undefined) {
       description = value.description
     }
-    out.push(withDefault({ name: m[1], required: m[2] !== '?', ...(description ? { description } : {}) }))
+    out.push(
+      withDefault({
+        name: m[1],
+        required: m[2] !== '?',
+        ...(description === undefined ? {} : { description }),
+      }),
+    )
   }
   return out
 }
@@ -698,8 +740,7 @@ export function parsePromptFile(file: string, bytes: Uint8Array): ParsedFile[] {
     let value: unknown
     try {
       checkNesting(text, true)
-      value = JSON.parse(text)
-      checkNumbers(value, 'json')
+      value = exactNumbers(parseJson(text), 'json')
     } catch (err) {
       return [failed(file, err instanceof FileError ? err : new FileError('the file is not valid JSON'))]
     }

@@ -17,6 +17,7 @@ import type { AuditContext } from '../domain/audit.ts'
 import { isDeepStrictEqual } from 'node:util'
 import { ArchiveError, isArchiveName, readArchive, writeArchive } from '../domain/archive.ts'
 import { buildContent } from '../domain/content.ts'
+import { checkMayPromote } from '../domain/release.ts'
 import {
   type ExportSource,
   exportFile,
@@ -26,6 +27,7 @@ import {
   parsePromptFile,
 } from '../domain/files.ts'
 import type { PromptRecord, PromptStore, VersionRecord } from '../store/types.ts'
+import type { OrgSettings } from './orgSettings.ts'
 import type { PromptsService } from './prompts.ts'
 
 export interface Upload {
@@ -52,11 +54,49 @@ const CONTENT_TYPES: Record<FileFormat, string> = {
   json: 'application/vnd.pm.prompt+json; charset=utf-8',
 }
 
-/** A plan item and, for create or update, what to write. */
+/**
+ * The manifest of a workspace export. A prompt slugged `manifest` exported as JSON would have this
+ * name too: its file is then MANIFEST_PROMPT_FILE (a slug has no dot, so no other prompt's can be).
+ */
+const MANIFEST_FILE = 'manifest.json'
+const MANIFEST_PROMPT_FILE = 'manifest.prompt.json'
+
+/** Whether an archive's `manifest.json` is the manifest, not a prompt (an older export may hold both). */
+function isManifest(bytes: Buffer): boolean {
+  try {
+    const value: unknown = JSON.parse(bytes.toString('utf8'))
+    return (
+      typeof value === 'object' &&
+      value !== null &&
+      'exportedAt' in value &&
+      'prompts' in value &&
+      Array.isArray(value.prompts)
+    )
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A plan item and, for create or update, what to write; for a pin of an unchanged prompt, the
+ * version to pin (null: the draft is published first).
+ */
 interface Step {
   item: ImportPlanItem
   prompt?: FilePrompt
   existing?: PromptRecord
+  pinVersion?: VersionRecord | null
+}
+
+/** Same content: a published version and the draft it was made from. */
+function sameContent(a: PromptRecord, b: VersionRecord): boolean {
+  return (
+    a.type === b.type &&
+    a.template === b.template &&
+    isDeepStrictEqual(a.messages ?? null, b.messages ?? null) &&
+    isDeepStrictEqual(normalVariables(a.variables), normalVariables(b.variables)) &&
+    sameConfig(a.config, b.config)
+  )
 }
 
 /** Key order does not make two configs different. */
@@ -81,10 +121,13 @@ function normalVariables(vars: Variable[]): Variable[] {
 export class PromptFiles {
   private readonly service: PromptsService
   private readonly store: PromptStore
+  /** The protected environments, for the plan's check of a Langfuse label's promote. */
+  private readonly orgSettings: OrgSettings
 
-  constructor(service: PromptsService, store: PromptStore) {
+  constructor(service: PromptsService, store: PromptStore, orgSettings: OrgSettings) {
     this.service = service
     this.store = store
+    this.orgSettings = orgSettings
   }
 
   // ------------------------------------------------------------ export
@@ -169,7 +212,8 @@ export class PromptFiles {
       for await (const prompt of self.allPrompts(organizationId)) {
         if (env && !prompt.environments[env]) continue
         const src = await self.source(prompt, env ? { env } : {})
-        const name = `${prompt.slug}${FILE_EXTENSIONS[format]}`
+        let name = `${prompt.slug}${FILE_EXTENSIONS[format]}`
+        if (name === MANIFEST_FILE) name = MANIFEST_PROMPT_FILE
         manifest.prompts.push({
           slug: prompt.slug,
           file: name,
@@ -179,7 +223,7 @@ export class PromptFiles {
         })
         yield { name, text: exportFile(src, format) }
       }
-      yield { name: 'manifest.json', text: `${JSON.stringify(manifest, null, 2)}\n` }
+      yield { name: MANIFEST_FILE, text: `${JSON.stringify(manifest, null, 2)}\n` }
     }
     return writeArchive(files())
   }
@@ -198,7 +242,7 @@ export class PromptFiles {
         const entries = await readArchive(upload.bytes)
         const inside: ParsedFile[] = []
         for (const entry of entries) {
-          if (entry.name === 'manifest.json') continue
+          if (entry.name === MANIFEST_FILE && isManifest(entry.bytes)) continue
           inside.push(...parsePromptFile(`${upload.name}/${entry.name}`, entry.bytes))
         }
         parsed.push(...inside)
@@ -210,16 +254,39 @@ export class PromptFiles {
     return parsed
   }
 
+  /**
+   * Why the caller may not pin to one of `envs` (a protected environment, DESIGN section 15), or
+   * null: checked in the plan so that the dry run says it and nothing of such a file is written.
+   */
+  private async pinRefused(
+    envs: readonly EnvironmentName[],
+    caller: CallerContext,
+    protectedEnvs: () => Promise<string[]>,
+  ): Promise<string | null> {
+    if (envs.length === 0) return null
+    const list = await protectedEnvs()
+    for (const env of envs) {
+      try {
+        checkMayPromote(caller, env, list)
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err
+        return err.message
+      }
+    }
+    return null
+  }
+
   /** What a file would do to the workspace: create, update (with the fields that change), unchanged or error. */
   private async plan(
     organizationId: string,
     file: FilePrompt,
     name: string,
-    expect: Record<string, string>,
+    opts: Pick<ImportOptions, 'expect' | 'caller'>,
+    protectedEnvs: () => Promise<string[]>,
   ): Promise<Step> {
     const item: ImportPlanItem = { file: name, slug: file.slug, action: 'error' }
     const existing = (await this.store.getPromptBySlug(organizationId, file.slug)) ?? undefined
-    const expected = expect[file.slug]
+    const expected = opts.expect[file.slug]
     if (expected !== undefined && (existing ? draftRevision(existing) : undefined) !== expected) {
       return {
         item: {
@@ -242,8 +309,17 @@ export class PromptFiles {
       if (!(err instanceof AppError)) throw err
       return { item: { ...item, message: err.message } }
     }
-    if (!existing)
-      return { item: { ...item, action: 'create', ...(file.pin ? { pinned: file.pin } : {}) }, prompt: file }
+    const refused = async (envs: readonly EnvironmentName[], step: Step): Promise<Step> => {
+      const why = await this.pinRefused(envs, opts.caller, protectedEnvs)
+      if (why === null) return step
+      return { item: { ...item, ...(existing ? { promptId: existing._id } : {}), message: why } }
+    }
+    if (!existing) {
+      return refused(file.pin ?? [], {
+        item: { ...item, action: 'create', ...(file.pin ? { pinned: file.pin } : {}) },
+        prompt: file,
+      })
+    }
     if (existing.type !== file.type) {
       return {
         item: {
@@ -264,19 +340,49 @@ export class PromptFiles {
       changes.push('variables')
     if (!sameConfig(existing.config, file.config)) changes.push('config')
     const base = { ...item, promptId: existing._id, revision: draftRevision(existing) }
-    if (changes.length === 0) return { item: { ...base, action: 'unchanged' } }
-    return {
+    if (changes.length === 0) {
+      // Only the pins it would make are checked: one already in place needs no right.
+      const step = await this.planPins(base, file, existing)
+      return refused(step.item.pinned ?? [], step)
+    }
+    return refused(file.pin ?? [], {
       item: { ...base, action: 'update', changes, ...(file.pin ? { pinned: file.pin } : {}) },
       prompt: file,
       existing,
-    }
+    })
+  }
+
+  /**
+   * An unchanged prompt's Langfuse labels: each environment not already pinned to the version
+   * that holds the draft is pinned to it (the draft published first when no version holds it).
+   * A re-import thus completes pins that an earlier import could not make.
+   */
+  private async planPins(
+    base: ImportPlanItem & { promptId: string },
+    file: FilePrompt,
+    existing: PromptRecord,
+  ): Promise<Step> {
+    const unchanged: ImportPlanItem = { ...base, action: 'unchanged' }
+    if (!file.pin) return { item: unchanged }
+    const current = existing.currentVersionId
+      ? await this.store.getVersion(existing._id, existing.currentVersionId)
+      : null
+    const live = current?.status === 'PUBLISHED' && sameContent(existing, current) ? current : null
+    const envs = file.pin.filter((env) => {
+      const pin = existing.environments[env]
+      return !live || !pin || pin.versionId !== live._id || pin.split !== undefined
+    })
+    if (envs.length === 0) return { item: unchanged }
+    return { item: { ...unchanged, pinned: envs }, prompt: file, existing, pinVersion: live }
   }
 
   /**
    * Imports files into the workspace: each file is matched by slug and planned; with `dryRun`
    * the plan is the answer and nothing is written. Otherwise each create or update is written
-   * (then published with `publish`, or when it carries Langfuse labels, and pinned); a file
-   * whose write fails becomes an error item and the others go on.
+   * (then published with `publish`, or when it carries Langfuse labels, and pinned; an unchanged
+   * one only gets the pins it lacks); a file whose labels the caller may not pin (a protected
+   * environment) is an error item of the plan, and one whose write fails becomes an error item:
+   * the others go on.
    */
   async importFiles(
     organizationId: string,
@@ -292,6 +398,10 @@ export class PromptFiles {
         [{ path: '/body/file', message: `more than ${MAX_PROMPTS} prompts` }],
       )
     }
+    // Asked once per import, and only when a file has labels.
+    let protectedEnvs: Promise<string[]> | undefined
+    const protectedOnce = () =>
+      (protectedEnvs ??= this.orgSettings.protectedEnvironments(organizationId, opts.caller.requestId))
     const count = new Map<string, number>()
     for (const p of parsed) if (p.ok) count.set(p.prompt.slug, (count.get(p.prompt.slug) ?? 0) + 1)
     const items: ImportPlanItem[] = []
@@ -309,7 +419,7 @@ export class PromptFiles {
         })
         continue
       }
-      const step = await this.plan(organizationId, p.prompt, p.file, opts.expect)
+      const step = await this.plan(organizationId, p.prompt, p.file, opts, protectedOnce)
       items.push(opts.dryRun ? step.item : await this.apply(organizationId, author, step, opts))
     }
     const summary = { create: 0, update: 0, unchanged: 0, error: 0 }
@@ -324,10 +434,14 @@ export class PromptFiles {
     { publish, caller, audit }: ImportOptions,
   ): Promise<ImportPlanItem> {
     const { item, prompt: file, existing } = step
-    if (!file || (item.action !== 'create' && item.action !== 'update')) return item
+    if (!file || item.action === 'error') return item
+    // An unchanged prompt has only its pins to make (planPins), on the draft as it is.
+    if (item.action === 'unchanged' && (!existing || !item.pinned)) return item
     let record: PromptRecord
     try {
-      if (!existing) {
+      if (item.action === 'unchanged' && existing) {
+        record = existing
+      } else if (!existing) {
         record = await this.service.create(
           organizationId,
           author._id,
@@ -361,13 +475,42 @@ export class PromptFiles {
       return { ...item, action: 'error', message: err.message }
     }
     const done: ImportPlanItem = { ...item, promptId: record._id, revision: draftRevision(record) }
-    if (!publish && !file.pin) return done
-    const changeLog = `Imported from ${item.file}`.slice(0, 280)
-    const version = await this.service.publish(organizationId, record._id, author, changeLog, audit)
-    for (const env of file.pin ?? []) {
-      await this.service.promote(caller, organizationId, record._id, env, { versionId: version._id }, audit)
+    const pins = item.pinned ?? []
+    // An unchanged prompt is not republished: its pins go to the version holding the draft
+    // (the draft is published when none does).
+    const mustPublish = item.action !== 'unchanged' && (publish || pins.length > 0)
+    if (!mustPublish && pins.length === 0) return done
+    let version = step.pinVersion ?? null
+    let published: number | undefined
+    let doing = 'not published'
+    try {
+      if (mustPublish || !version) {
+        const changeLog = `Imported from ${item.file}`.slice(0, 280)
+        version = await this.service.publish(organizationId, record._id, author, changeLog, audit)
+        published = version.version
+      }
+      for (const env of pins) {
+        doing = `not pinned to ${env}`
+        await this.service.promote(caller, organizationId, record._id, env, { versionId: version._id }, audit)
+      }
+    } catch (err) {
+      // Refused after the plan (a protection switched on meanwhile, say): the item says what was
+      // not done; the other files go on.
+      if (!(err instanceof AppError)) throw err
+      const after = await this.service.get(organizationId, record._id)
+      return {
+        ...done,
+        action: 'error',
+        ...(published === undefined ? {} : { publishedVersion: published }),
+        revision: draftRevision(after),
+        message: `${item.action === 'unchanged' ? '' : 'saved, but '}${doing}: ${err.message}`,
+      }
     }
     const after = await this.service.get(organizationId, record._id)
-    return { ...done, publishedVersion: version.version, revision: draftRevision(after) }
+    return {
+      ...done,
+      ...(published === undefined ? {} : { publishedVersion: published }),
+      revision: draftRevision(after),
+    }
   }
 }
