@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from prompt_service import PromptServiceError, RetryOptions
-from prompt_service._template import Renderable
+from prompt_service._template import Renderable, TemplateSyntaxError, compile_logic
 
 from .stack import free_port
 from .test_client import STACK, Service
@@ -55,6 +55,25 @@ class ChatLogic(unittest.TestCase):
         with self.assertRaises(PromptServiceError) as raised:
             renderable.render({"name": "Ada"})
         self.assertEqual(raised.exception.code, "REFERENCES_NOT_LOCAL")
+
+
+class LogicSyntax(unittest.TestCase):
+    """What the service refuses at save is refused here too (packages/template, logic.ts)."""
+
+    def test_blocks_nest_at_most_64_levels(self) -> None:
+        ok = "{{#if a}}" * 64 + "x" + "{{/if}}" * 64
+        self.assertIsNotNone(compile_logic(ok))
+        deep = "{{#if a}}" * 65 + "x" + "{{/if}}" * 65
+        with self.assertRaises(TemplateSyntaxError):
+            compile_logic(deep)
+        # Thousands of levels: a syntax error, not Python's recursion limit at render.
+        with self.assertRaises(TemplateSyntaxError):
+            compile_logic("{{#if a}}" * 5000 + "x" + "{{/if}}" * 5000)
+
+    def test_proto_is_no_block_operand(self) -> None:
+        for kw in ("if", "unless", "each"):
+            with self.assertRaises(TemplateSyntaxError):
+                compile_logic(f"{{{{#{kw} __proto__}}}}x{{{{/{kw}}}}}")
 
 
 class Vectors(unittest.TestCase):

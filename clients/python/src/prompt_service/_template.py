@@ -34,6 +34,8 @@ ROLES = ("system", "user", "assistant", "developer", "tool")
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 #: Most template nodes evaluated in one rendering (loops in loops that write nothing), as the service.
 DEFAULT_MAX_STEPS = 2_000_000
+#: How deep blocks may nest (the service's MAX_BLOCK_DEPTH): deeper is a syntax error there.
+MAX_BLOCK_DEPTH = 64
 
 # A compiled template: the (literal before, name, placeholder as written) parts, and the tail.
 Compiled = Tuple[Tuple[Tuple[str, str, str], ...], str]
@@ -245,6 +247,9 @@ def _read_operand(s: str, i: int) -> str:
 
 
 def _operand(word: str, each_depth: int) -> Node:
+    # As the service: no JSON body can carry the key, so such a block could never be satisfied.
+    if word == "__proto__":
+        raise TemplateSyntaxError("__proto__ cannot be a variable (no request can supply it)")
     if word == "@index":
         if each_depth == 0:
             raise TemplateSyntaxError("{{@index}} is only defined inside {{#each}}")
@@ -304,6 +309,8 @@ def compile_logic(source: str) -> Optional[Tuple[List[Node], List[str]]]:
             j = _skip_space(source, j + len(word))
             if source[j : j + 2] != "}}":
                 raise TemplateSyntaxError(f"{{{{#{kw} {word}}}}} is not closed by }}}}")
+            if len(stack) >= MAX_BLOCK_DEPTH:
+                raise TemplateSyntaxError(f"blocks nest deeper than {MAX_BLOCK_DEPTH} levels")
             test = _operand(word, each_depth())
             if kw == "each" and test[0] == "index":
                 raise TemplateSyntaxError("{{#each}} needs a list, not @index")
