@@ -32,12 +32,20 @@ export function Results() {
   const running = exp.data !== undefined && ACTIVE.includes(exp.data.status)
   const results = useQuery({
     queryKey: ['experiment-results', organizationId, id, page, failed, exp.data?.progress.done],
-    // Pages of items × variants: a page of 50 holds whole items for up to 5 variants at most.
-    queryFn: () =>
-      client.api.listExperimentResults({
+    // Pages of items × variants, ordered by item then variant: a limit that is a multiple of the
+    // variant count (99 for 3) keeps each item's row whole on one page (the failures filter aside).
+    queryFn: () => {
+      const variants = Math.max(1, exp.data?.variants.length ?? 1)
+      return client.api.listExperimentResults({
         params: { id },
-        query: { page, limit: 100, ...(failed ? { failed: true } : {}), ...org },
-      }),
+        query: {
+          page,
+          limit: variants * Math.floor(100 / variants),
+          ...(failed ? { failed: true } : {}),
+          ...org,
+        },
+      })
+    },
     enabled: exp.data !== undefined,
   })
   const cancel = useMutation({

@@ -161,7 +161,9 @@ function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void })
             value={apiKey}
             onChange={(e) => setApiKey(e.target.value)}
           >
-            <span className="hint">Encrypted at rest; afterwards at most its last 4 characters are shown.</span>
+            <span className="hint">
+              Encrypted at rest; afterwards at most its last 4 characters are shown.
+            </span>
           </Field>
         </div>
         <Field
