@@ -80,9 +80,11 @@ export async function startEmbedded(env: Env): Promise<Embedded> {
     started.push(webhooks)
     const webhooksUrl = await listenLoopback(webhooks)
     // Runs renders through render's own routes, here in process (no HTTP exchange: a run's
-    // added latency, DESIGN section 13); its keys are sealed with DATA_DIR/secret.key.
+    // added latency, DESIGN section 13); its keys are sealed with DATA_DIR/secret.key. The bus
+    // carries its audit entries (connection changes) to prompts.
     const runs = await buildRuns({
       config: loadRunsConfig({ ...internal, RENDER_URL: renderUrl, PROMPTS_URL: promptsUrl }),
+      bus,
       metrics,
       tracing,
       inProcess: { render: inProcess(render), prompts: inProcess(prompts) },

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
 import { SUBJECTS } from '@pm/contracts'
-import { createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import { AuditRelay, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { ExperimentsConfig } from './config.ts'
 import { datasetRoutes } from './routes/datasets.ts'
 import { experimentRoutes } from './routes/experiments.ts'
@@ -60,6 +60,14 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
     ...(tracing ? { tracing } : {}),
   })
+  // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
+  const relay = new AuditRelay(store, {
+    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
+    subject: SUBJECTS.auditEntry,
+    log: app.log,
+    pollMs: config.AUDIT_RELAY_POLL_MS,
+    delayMs: config.AUDIT_RELAY_DELAY_MS,
+  })
   const executor =
     opts.executor ??
     new RunsExecutor(config.RUNS_URL, config.INTERNAL_AUTH_SECRET, config.EXPERIMENT_CALL_TIMEOUT_MS)
@@ -73,7 +81,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     leaseMs: config.EXPERIMENT_LEASE_MS,
     pollMs: config.EXPERIMENT_POLL_MS,
     maxBackoffMs: config.EXPERIMENT_MAX_BACKOFF_MS,
-    onEnded: (exp) => (service ? service.ended(exp) : Promise.resolve()),
+    onEnded: (exp, cannotRun) => (service ? service.ended(exp, cannotRun) : Promise.resolve()),
   })
   service = new ExperimentsService({
     store,
@@ -82,6 +90,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     runner,
     log: app.log,
     defaultConcurrency: config.EXPERIMENT_DEFAULT_CONCURRENCY,
+    onAudit: () => relay.kick(),
   })
   const deps = { config, service }
   datasetRoutes(app, deps)
@@ -95,6 +104,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     if (!closing) scanTimer = setTimeout(scan, Math.max(1_000, config.EXPERIMENT_POLL_MS * 4))
   }
   app.addHook('onReady', async () => {
+    relay.start()
     // The job queue: every replica shares one durable consumer, so each queued experiment is
     // taken by one of them; the scan resumes what a crashed process held (leases run out).
     await bus.consume(SUBJECTS.experimentQueued, config.EXPERIMENT_CONSUMER, async (data) => {
@@ -109,6 +119,8 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     closing = true
     clearTimeout(scanTimer)
     await runner.close()
+    // An entry the relay has not sent stays in the outbox for the next start.
+    await relay.stop()
     await executor.close()
     await prompts.close()
     if (!opts.bus) await ownBus.close()

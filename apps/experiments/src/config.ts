@@ -1,10 +1,11 @@
-import { busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
+import { auditRelaySettings, busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
 export const ExperimentsConfigSchema = Type.Object({
   ...commonSettings,
   ...storeSettings,
   ...busSettings,
+  ...auditRelaySettings,
   PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 4006 }),
   /** The prompts service: variants are checked against it when an experiment is created. */
   PROMPTS_URL: Type.String({ pattern: '^https?://', default: 'http://127.0.0.1:4002' }),
@@ -15,9 +16,8 @@ export const ExperimentsConfigSchema = Type.Object({
   /** Units in flight at once per experiment when the request names none. */
   EXPERIMENT_DEFAULT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 16, default: 4 }),
   /**
-   * How long a claimed unit is this process's: after a crash its units are taken again once
-   * this has passed. Longer than one run (RUN_TIMEOUT_MS, 120 s by default) so that a slow
-   * call is not started twice.
+   * How long a claimed unit is this process's: renewed while the unit runs, so after a crash its
+   * units are taken again once this has passed since the last renewal.
    */
   EXPERIMENT_LEASE_MS: Type.Integer({ minimum: 500, maximum: 3_600_000, default: 150_000 }),
   /** How often a running experiment's status is read again (cancel from another replica). */

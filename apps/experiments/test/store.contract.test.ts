@@ -169,6 +169,24 @@ for (const backend of backends) {
       expect((await store.listResults(exp._id, { page: 1, limit: 10 }, { failed: true })).total).toBe(0)
     })
 
+    it('renewing leases keeps only the holder’s pending units from others', async () => {
+      const { org, datasetId } = await seed(2)
+      const exp = await experiment(org, datasetId, 1)
+      const [u1, u2] = await store.claimUnits(exp._id, 2, at(0), at(1_000), 'a')
+      if (!u1 || !u2) throw new Error('no units')
+      await store.renewLeases([u1._id, u2._id], 'someone-else', at(9_000))
+      await store.renewLeases([u1._id], 'a', at(5_000))
+      await store.renewLeases([], 'a', at(9_000))
+      // u2's lease ran out at 1,000; u1's was renewed to 5,000.
+      expect((await store.claimUnits(exp._id, 2, at(2_000), at(9_000), 'b')).map((u) => u._id)).toEqual([
+        u2._id,
+      ])
+      expect(await store.claimUnits(exp._id, 2, at(4_000), at(9_000), 'b')).toEqual([])
+      expect((await store.claimUnits(exp._id, 2, at(5_000), at(9_000), 'b')).map((u) => u._id)).toEqual([
+        u1._id,
+      ])
+    })
+
     it('a released unit waits for its notBefore; transitions are conditional; ended ones are announced once', async () => {
       const { org, datasetId } = await seed(1)
       const exp = await experiment(org, datasetId, 1)

@@ -1,5 +1,8 @@
 import { join } from 'node:path'
+import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
+import { SUBJECTS } from '@pm/contracts'
 import {
+  AuditRelay,
   createService,
   type HostLookup,
   type InternalTarget,
@@ -26,6 +29,8 @@ export { SqliteRunStore } from './store/sqlite.ts'
 
 export interface RunsAppOptions {
   config: RunsConfig
+  /** Carries the audit entries of connection changes to the prompts service; NATS_URL by default. */
+  bus?: EventBus
   store?: RunStore
   logStream?: NodeJS.WritableStream
   /** Stands in for DNS (tests of the base-URL checks); the system resolver by default. */
@@ -64,15 +69,31 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
   const secrets = loadSecretBox(config)
   const ownStore = opts.store ?? (await openRunStore(config))
   const store = tracing ? traceMethods(ownStore, tracing, 'runs.store') : ownStore
+  let ownBus: EventBus
+  try {
+    ownBus = opts.bus ?? (await createBus(config.NATS_URL, 'runs'))
+  } catch (err) {
+    if (!opts.store) await ownStore.close()
+    throw err
+  }
+  const bus = tracing ? tracedBus(ownBus, tracing) : ownBus
   const app = createService({
     name: 'runs',
     logLevel: config.LOG_LEVEL,
     compileSchemas: config.SCHEMA_COMPILE,
     internalSecret: config.INTERNAL_AUTH_SECRET,
     logStream: opts.logStream,
-    readiness: { store: () => store.check() },
-    ...(opts.metrics ? { metrics: { registry: opts.metrics } } : {}),
+    readiness: { store: () => store.check(), bus: () => bus.check() },
+    ...(opts.metrics ? { metrics: { registry: opts.metrics, connections: busConnection(bus) } } : {}),
     ...(tracing ? { tracing } : {}),
+  })
+  // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
+  const relay = new AuditRelay(store, {
+    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
+    subject: SUBJECTS.auditEntry,
+    log: app.log,
+    pollMs: config.AUDIT_RELAY_POLL_MS,
+    delayMs: config.AUDIT_RELAY_DELAY_MS,
   })
   const egress = new Egress(config.PROVIDER_ALLOWED_HOSTS, config.RUN_CONNECT_TIMEOUT_MS, opts.lookup)
   const render = new RenderClient(
@@ -84,6 +105,7 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
     secrets,
     egress,
     maxPerOrganization: config.RUN_MAX_CONNECTIONS,
+    onAudit: () => relay.kick(),
   })
   const runs = new Runs({
     store,
@@ -92,6 +114,7 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
     egress,
     limiter: new OrgLimiter(config.RUN_MAX_CONCURRENT),
     timeoutMs: config.RUN_TIMEOUT_MS,
+    maxOutputBytes: config.RUN_MAX_OUTPUT_BYTES,
     log: app.log,
   })
   connectionRoutes(app, { connections })
@@ -117,14 +140,18 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
     done()
   })
   app.addHook('onReady', async () => {
+    relay.start()
     await prune()
     pruner = setInterval(prune, PRUNE_EVERY_MS)
     pruner.unref()
   })
   app.addHook('onClose', async () => {
     clearInterval(pruner)
+    // An entry the relay has not sent stays in the outbox for the next start.
+    await relay.stop()
     await render.close()
     await egress.close()
+    if (!opts.bus) await ownBus.close()
     if (!opts.store) await ownStore.close()
   })
   return app

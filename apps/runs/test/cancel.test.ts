@@ -1,42 +1,16 @@
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Provider } from '@pm/contracts'
 import { type FakeProvider, startFakeProvider } from '@pm/fakeprovider'
-import { SecretBox } from '@pm/kit'
-import Fastify from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Connections } from '../src/services/connections.ts'
-import { Egress } from '../src/services/egress.ts'
-import { OrgLimiter } from '../src/services/limiter.ts'
-import { RenderClient } from '../src/services/render.ts'
 import { type PreparedRun, Runs } from '../src/services/runs.ts'
-import { SqliteRunStore } from '../src/store/sqlite.ts'
+import { ORG, preparedRun, runsHarness } from './helpers.ts'
 
 /**
  * A run the client stops (the browser's Stop, a closed SSE stream) is logged as `cancelled`,
  * never as a success: the provider SDKs end an aborted stream quietly, as if it were complete.
  * The Runs service is driven directly with a prepared run, against the local provider.
  */
-const ORG = 'a'.repeat(24)
-const dir = mkdtempSync(join(tmpdir(), 'pm-runs-cancel-'))
-const store = new SqliteRunStore(join(dir, 'runs.db'))
-const egress = new Egress('127.0.0.1', 1_000)
-const render = new RenderClient('http://127.0.0.1:9', 'http://127.0.0.1:9')
-const log = Fastify({ logger: false }).log
-function runsDeps() {
-  const secrets = new SecretBox(randomBytes(32))
-  return {
-    store,
-    connections: new Connections({ store, secrets, egress, maxPerOrganization: 5 }),
-    render,
-    egress,
-    limiter: new OrgLimiter(5),
-    timeoutMs: 10_000,
-    log,
-  }
-}
+const harness = runsHarness('cancel')
+const runsDeps = harness.deps
 const runs = new Runs(runsDeps())
 let fake: FakeProvider
 beforeAll(async () => {
@@ -44,52 +18,11 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await fake.close()
-  await egress.close()
-  await render.close()
-  await store.close()
-  rmSync(dir, { recursive: true, force: true })
+  await harness.close()
 })
 
 function prepared(provider: Provider, marker: string, model: string, stream: boolean): PreparedRun {
-  return {
-    id: randomBytes(12).toString('hex'),
-    who: {
-      caller: {
-        kind: 'user',
-        userId: 'u1',
-        organizationId: ORG,
-        role: 'OWNER',
-        scopes: ['runs:write'],
-        requestId: 'req-1',
-      },
-      organizationId: ORG,
-      contextHeader: '',
-      requestId: 'req-1',
-    },
-    body: { connectionId: 'c'.repeat(24), variables: {}, stream },
-    rendered: {
-      promptId: 'p'.repeat(24),
-      versionId: null,
-      version: null,
-      draft: true,
-      renderedContent: `${marker} one two three four five six seven eight`,
-      references: [],
-      config: {},
-    },
-    connection: {
-      _id: 'c'.repeat(24),
-      provider,
-      baseUrl: provider === 'anthropic' ? fake.url : `${fake.url}/v1`,
-      apiKey: 'sk-test-1234',
-      headers: {},
-      models: [],
-      revision: `${provider}-1`,
-    },
-    model,
-    params: {},
-    messages: [{ role: 'user', content: `${marker} one two three four five six seven eight` }],
-    release: () => {},
-  }
+  return preparedRun({ provider, baseUrl: fake.url, marker, model, stream })
 }
 
 describe.each(['openai', 'anthropic'] as const)('a run the client stops (%s)', (provider) => {

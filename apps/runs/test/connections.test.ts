@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SecretBox } from '@pm/kit'
 import { afterAll, describe, expect, it, vi } from 'vitest'
-import { Connections } from '../src/services/connections.ts'
+import { Connections, toConnection } from '../src/services/connections.ts'
 import { Egress } from '../src/services/egress.ts'
 import { SqliteRunStore } from '../src/store/sqlite.ts'
 
@@ -55,5 +55,48 @@ describe('opening a connection for a call', () => {
     // And a deletion by the replica.
     await replica.remove(ORG, c._id)
     await expect(connections.open(ORG, c._id)).rejects.toMatchObject({ code: 'NOT_FOUND' })
+  })
+})
+
+describe('the key hint', () => {
+  it('shows the last 4 characters of a long key only, never most or all of a short one', async () => {
+    const connections = new Connections({
+      store,
+      secrets: new SecretBox(randomBytes(32)),
+      egress,
+      maxPerOrganization: 5,
+    })
+    const c = await connections.create(OTHER, {
+      name: 'long',
+      provider: 'openai',
+      apiKey: 'sk-proj-abcdefgh-9f3k',
+    })
+    expect(c.keyHint).toBe('9f3k')
+    for (const apiKey of ['abcd', 'x', 'ollama', 'sk-0123456789ab']) {
+      expect((await connections.update(OTHER, c._id, { apiKey })).keyHint).toBe('')
+    }
+    const short = await connections.create(OTHER, { name: 'short', provider: 'openai', apiKey: 'abc' })
+    expect(short.keyHint).toBe('')
+    expect(JSON.stringify(await connections.list(OTHER))).not.toMatch(/abc"|ollama/)
+  })
+
+  it('does not answer a hint stored before that is a whole short key', () => {
+    const now = new Date().toISOString()
+    const record = {
+      _id: 'e'.repeat(24),
+      organizationId: OTHER,
+      name: 'old',
+      provider: 'openai' as const,
+      baseUrl: null,
+      sealedKey: 'enc:v1:x',
+      keyHint: 'k9',
+      models: [],
+      sealedHeaders: null,
+      headerNames: [],
+      createdAt: now,
+      updatedAt: now,
+    }
+    expect(toConnection(record).keyHint).toBe('')
+    expect(toConnection({ ...record, keyHint: 'x9Qa' }).keyHint).toBe('x9Qa')
   })
 })

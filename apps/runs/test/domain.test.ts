@@ -48,6 +48,20 @@ describe('provider failures', () => {
     expect(sanitize('auth Bearer xyz123 and sk-other-0123456789', [])).not.toMatch(/xyz123|0123456789/)
   })
 
+  it('redacts short secrets too: 4 characters anywhere, 1 to 3 where they stand alone', () => {
+    expect(sanitize('invalid x-api-key: abcd (key abcdabcd)', ['abcd'])).toBe(
+      'invalid x-api-key: [redacted] (key [redacted][redacted])',
+    )
+    expect(sanitize('Incorrect API key provided: k9. You can find your key at example', ['k9'])).toBe(
+      'Incorrect API key provided: [redacted]. You can find your key at example',
+    )
+    // A 1-character key does not take that letter out of every word.
+    expect(sanitize('invalid x-api-key: x; expected x-api-key', ['x'])).toBe(
+      'invalid x-api-key: [redacted]; expected x-api-key',
+    )
+    expect(sanitize('header value (.) was refused', ['(.)', ' '])).toBe('header value [redacted] was refused')
+  })
+
   it('maps a provider status to 502 with its status, and a 429 with its Retry-After', () => {
     const e = providerFailure(
       {

@@ -79,8 +79,8 @@ export const APPS: Record<AppName, AppSpec> = {
     schema: RunsConfigSchema,
     // Renders through render's invoke/inject; asks prompts for a draft's prompt by slug.
     calls: { RENDER_URL: 'render', PROMPTS_URL: 'prompts' },
-    // No NATS: runs neither publishes nor consumes events.
-    servers: ['mongo'],
+    // NATS: the audit entries of connection changes (durable, to prompts); no other event.
+    servers: ['nats', 'mongo'],
     // Model providers (OpenAI, Anthropic, compatible APIs) over HTTPS.
     internet: 'https',
     // Seals the provider API keys at rest; required with MONGO_URL.
@@ -91,7 +91,7 @@ export const APPS: Record<AppName, AppSpec> = {
     schema: ExperimentsConfigSchema,
     // Variants checked against prompts; each unit is one run on the runs service.
     calls: { PROMPTS_URL: 'prompts', RUNS_URL: 'runs' },
-    // NATS: the JetStream work queue of experiments, and experiment.completed.
+    // NATS: the JetStream work queue of experiments, experiment.completed, and the audit entries.
     servers: ['nats', 'mongo'],
     internet: false,
   },

@@ -125,13 +125,13 @@ describe('the compose checks catch', () => {
     expect(problems).toMatch(/experiments: image prompt-service\/runs:local is not named after the app/)
   })
 
-  it('runs without its secrets key, or given a setting it does not read (NATS)', () => {
+  it('runs without its secrets key, or given a setting it does not read (Redis)', () => {
     const problems = broken((p) => {
       delete env(p, 'runs').SECRETS_KEY
-      env(p, 'runs').NATS_URL = 'nats://nats:4222'
+      env(p, 'runs').REDIS_URL = 'redis://redis:6379'
     }).join('\n')
     expect(problems).toMatch(/runs needs SECRETS_KEY, not provided/)
-    expect(problems).toMatch(/NATS_URL is not a setting of runs/)
+    expect(problems).toMatch(/REDIS_URL is not a setting of runs/)
   })
 
   it('the gateway without RUNS_URL, and experiments starting before runs is healthy', () => {

@@ -372,14 +372,24 @@ describe('the checks catch', () => {
     expect(checkNetworkPolicies(c).join('\n')).toMatch(/webhooks -> a private address on 443 is allowed/)
   })
 
-  it('runs open to any port or to private addresses, or given NATS', () => {
+  it('runs open to any port or to private addresses, or kept from NATS (its audit entries)', () => {
     const c = broken(
       ['NetworkPolicy', 'runs', [{ op: 'remove', path: '/spec/egress/3/ports' }]],
-      ['NetworkPolicy', 'nats-egress', [{ op: 'remove', path: '/spec/podSelector/matchExpressions' }]],
+      [
+        'NetworkPolicy',
+        'nats-egress',
+        [
+          {
+            op: 'replace',
+            path: '/spec/podSelector/matchExpressions/0/values',
+            value: ['gateway', 'identity', 'prompts', 'render', 'webhooks', 'experiments'],
+          },
+        ],
+      ],
     )
     const problems = checkNetworkPolicies(c).join('\n')
     expect(problems).toMatch(/runs -> the internet on 8443 is allowed, expected blocked/)
-    expect(problems).toMatch(/runs -> nats \(NATS_URL\) is allowed, expected blocked/)
+    expect(problems).toMatch(/runs -> nats \(NATS_URL\) is blocked, expected allowed/)
     const open = broken([
       'NetworkPolicy',
       'runs',
@@ -401,15 +411,15 @@ describe('the checks catch', () => {
     ])
   })
 
-  it('the gateway without RUNS_URL, and runs given a NATS_URL it does not read', () => {
+  it('the gateway without RUNS_URL, and runs given a REDIS_URL it does not read', () => {
     const c = broken(
       ['ConfigMap', 'gateway-config', [{ op: 'remove', path: '/data/RUNS_URL' }]],
-      ['ConfigMap', 'runs-config', [{ op: 'add', path: '/data/NATS_URL', value: 'nats://nats:4222' }]],
+      ['ConfigMap', 'runs-config', [{ op: 'add', path: '/data/REDIS_URL', value: 'redis://redis:6379' }]],
       ['Secret', 'runs-secrets', [{ op: 'remove', path: '/stringData/SECRETS_KEY' }]],
     )
     const problems = checkApps(c).join('\n')
     expect(problems).toMatch(/gateway needs RUNS_URL, not provided/)
-    expect(problems).toMatch(/NATS_URL is not a setting of runs/)
+    expect(problems).toMatch(/REDIS_URL is not a setting of runs/)
     expect(problems).toMatch(/runs needs SECRETS_KEY, not provided/)
   })
 

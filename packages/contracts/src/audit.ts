@@ -43,6 +43,18 @@ export const AUDIT_ACTIONS = [
   'webhook.updated',
   'webhook.deleted',
   'webhook.secret_rotated',
+  // runs (provider connections)
+  'connection.created',
+  'connection.updated',
+  'connection.deleted',
+  // experiments (datasets, experiments)
+  'dataset.created',
+  'dataset.updated',
+  'dataset.deleted',
+  'dataset.items_added',
+  'dataset.item_deleted',
+  'experiment.created',
+  'experiment.cancelled',
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 

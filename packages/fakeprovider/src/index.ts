@@ -21,6 +21,8 @@ import type { AddressInfo } from 'node:net'
  *   same: a bench compares calls made directly and through the service on equal terms
  * - `fake-drip-<ms>`: streams one word every <ms> (non-streamed: waits <ms> per word)
  * - `fake-stall`: never answers (streamed: sends the first delta, then nothing)
+ * - `fake-cut`: streamed, sends the first delta, then ends the response cleanly without the
+ *   stream's closing events (a cut answer); non-streamed, answers as echo
  *
  * Every request is recorded (`requests`), with whether the client went away before the answer
  * was complete (`cancelled`).
@@ -100,6 +102,7 @@ type Scenario =
   | { kind: 'slow'; ms: number; maxMs?: number }
   | { kind: 'drip'; ms: number }
   | { kind: 'stall' }
+  | { kind: 'cut' }
 
 function scenarioOf(model: unknown): Scenario {
   const name = typeof model === 'string' ? model : ''
@@ -108,6 +111,7 @@ function scenarioOf(model: unknown): Scenario {
   if (name === 'fake-429') return { kind: 'error', status: 429 }
   if (name === 'fake-500') return { kind: 'error', status: 500 }
   if (name === 'fake-stall') return { kind: 'stall' }
+  if (name === 'fake-cut') return { kind: 'cut' }
   const timed = /^fake-(slow|drip)-(\d{1,6})$/.exec(name)
   if (timed) return { kind: timed[1] as 'slow' | 'drip', ms: Number(timed[2]) }
   const ranged = /^fake-slow-(\d{1,6})-(\d{1,6})$/.exec(name)
@@ -335,6 +339,10 @@ async function openaiAnswer(
     for (const piece of chunksOf(a.text)) {
       if (!first && drip && (await waitOrGone(res, drip))) return
       if (!first && scenario.kind === 'stall') return
+      if (!first && scenario.kind === 'cut') {
+        res.end()
+        return
+      }
       first = false
       res.write(chunk({ content: piece }, null))
     }
@@ -427,6 +435,10 @@ async function anthropicAnswer(
     for (const piece of chunksOf(a.text)) {
       if (!first && drip && (await waitOrGone(res, drip))) return
       if (!first && scenario.kind === 'stall') return
+      if (!first && scenario.kind === 'cut') {
+        res.end()
+        return
+      }
       first = false
       res.write(event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: piece } }))
     }

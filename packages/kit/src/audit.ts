@@ -6,8 +6,9 @@ import { newId } from './ids.ts'
 
 /**
  * The audit log (DESIGN section 15): one entry per committed change, written in the change's
- * own transaction. The prompts service keeps the log; identity and webhooks write their entries
- * into an outbox of their own (`audit_outbox`) with the change, and an AuditRelay publishes them
+ * own transaction. The prompts service keeps the log; identity, webhooks, runs and experiments
+ * write their entries into an outbox of their own (`audit_outbox`) with the change, and an
+ * AuditRelay publishes them
  * on the durable subject SUBJECTS.auditEntry (message id = entry id), which prompts stores
  * idempotently by entry id. docs/decisions.md, "Release safety". The outbox on MongoDB is
  * `MongoAuditOutbox` in mongo.ts (`@pm/kit/mongo`).

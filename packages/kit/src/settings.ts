@@ -75,7 +75,7 @@ export const busSettings = {
   NATS_URL: Type.Optional(Type.String({ pattern: '^(nats|tls|wss?)://' })),
 }
 
-/** Services that relay audit entries to the log's owner (identity, webhooks): kit/audit.ts. */
+/** Services that relay audit entries to the log's owner (identity, webhooks, runs, experiments): kit/audit.ts. */
 export const auditRelaySettings = {
   /** How often the audit relay looks for entries not yet sent (a write also wakes it). */
   AUDIT_RELAY_POLL_MS: Type.Integer({ minimum: 10, default: 1000 }),

@@ -92,6 +92,9 @@ describe('evaluators', () => {
     ['It is a fine answer.', null],
     ['{"verdict": "good"}', null],
     ['', null],
+    ['{"reason": "uses {x}", "score": 0.9}', 0.9],
+    ['```json\n{"reason": "a {b} c", "score": 0.3}\n```', 0.3],
+    ['**Score**: 1', 1],
   ])('reads the score of the judge answer %j as %s', (answer, want) => {
     expect(parseJudgeScore(answer)).toBe(want)
   })
@@ -121,5 +124,58 @@ describe('evaluators', () => {
     const missing = await score(compiled, outcome('Paris'), noJudge)
     expect(missing.passed).toBe(false)
     expect(missing.scores.exact).toBeNull()
+  })
+
+  it('a judge answer of many lines is read at once (linear patterns on its head and tail)', () => {
+    const started = performance.now()
+    expect(parseJudgeScore(`${'\n'.repeat(100_000)}score: 0.7`)).toBe(0.7)
+    expect(parseJudgeScore(`Score: 0.2${' \n'.repeat(100_000)}x`)).toBe(0.2)
+    expect(parseJudgeScore(`${'1'.repeat(100_000)}x`)).toBeNull()
+    expect(parseJudgeScore('\n'.repeat(100_000))).toBeNull()
+    expect(performance.now() - started).toBeLessThan(2_000)
+  })
+
+  it('json-schema: an $async schema is refused (its validate answers a promise)', async () => {
+    expect(() =>
+      compileEvaluators([
+        { type: 'exact' },
+        { type: 'json-schema', schema: { $async: true, type: 'object' } },
+      ]),
+    ).toThrow(
+      expect.objectContaining({
+        name: 'EvaluatorConfigError',
+        index: 1,
+        message: expect.stringContaining('$async'),
+      }),
+    )
+  })
+
+  it('json-schema: patterns run on RE2 (a catastrophic pattern answers, one RE2 cannot run is refused)', async () => {
+    const e = { type: 'json-schema', schema: { type: 'string', pattern: '^(a+)+$' } } as const
+    expect(await one(e, JSON.stringify(`${'a'.repeat(40)}b`))).toEqual({ score: 0 })
+    expect(await one(e, JSON.stringify('aaaa'))).toEqual({ score: 1 })
+    const props = {
+      type: 'json-schema',
+      schema: { type: 'object', patternProperties: { '^x-(a+)+$': { type: 'number' } } },
+    } as const
+    expect(await one(props, JSON.stringify({ [`x-${'a'.repeat(40)}b`]: 'not checked' }))).toEqual({
+      score: 1,
+    })
+    expect(await one(props, JSON.stringify({ 'x-aa': 'a string' }))).toEqual({ score: 0 })
+    // Two patterns in one schema are two (ajv keys each compiled pattern by its string).
+    const two = {
+      type: 'json-schema',
+      schema: {
+        type: 'object',
+        properties: { a: { type: 'string', pattern: '^a$' }, b: { type: 'string', pattern: '^b$' } },
+      },
+    } as const
+    expect(await one(two, '{"a":"a","b":"b"}')).toEqual({ score: 1 })
+    expect(await one(two, '{"a":"a","b":"a"}')).toEqual({ score: 0 })
+    for (const pattern of ['(a)\\1', '(?=a)']) {
+      expect(() => compileEvaluators([{ type: 'json-schema', schema: { type: 'string', pattern } }])).toThrow(
+        EvaluatorConfigError,
+      )
+    }
   })
 })

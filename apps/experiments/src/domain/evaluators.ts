@@ -1,5 +1,5 @@
 import type { Evaluator } from '@pm/contracts'
-import { Ajv, type ValidateFunction } from 'ajv'
+import { Ajv, type CodeOptions, type ValidateFunction } from 'ajv'
 import { RE2JS } from 're2js'
 
 /**
@@ -7,7 +7,7 @@ import { RE2JS } from 're2js'
  * 0..1. `regex` runs on RE2JS (a JavaScript port of RE2): matching is linear in the input, so a
  * pattern that would backtrack forever in JavaScript's own engine (`(a+)+b`) cannot hang the
  * process; the few constructs RE2 does not have (backreferences, lookaround) are refused when
- * the experiment is created.
+ * the experiment is created. `json-schema` runs its `pattern`s on RE2JS too (ajv's `code.regExp`).
  */
 
 /** What one unit produced, as the evaluators see it. */
@@ -58,32 +58,69 @@ export function evaluatorNames(evaluators: readonly Evaluator[]): string[] {
 
 const clamp = (x: number): number => (x < 0 ? 0 : Math.min(x, 1))
 
+/** How much of a judge's answer is searched for its score: its first and its last this many characters. */
+const JUDGE_ANSWER_SEARCHED = 10_000
+
 /**
- * The score a judge's answer holds: a JSON object with a numeric `score` (possibly inside a
- * fenced block or surrounded by text), else a line `score: 0.8`, else the whole answer being
- * one number. Only 0..1 counts; anything else is no score (the unit's evaluator errors).
+ * The score a judge's answer holds: a JSON object with a numeric `score` (the whole answer, or
+ * one inside a fenced block or surrounded by text), else a line `score: 0.8`, else the whole
+ * answer being one number. Only 0..1 counts; anything else is no score (the unit's evaluator
+ * errors). The patterns are linear and search a long answer's head and tail only: an answer of
+ * many thousands of lines cannot stall the process.
  */
 export function parseJudgeScore(answer: string): number | null {
-  const text = answer.trim()
+  const whole = answer.trim()
   const inRange = (x: unknown): number | null =>
     typeof x === 'number' && Number.isFinite(x) && x >= 0 && x <= 1 ? x : null
-  const objects = text.match(/\{[^{}]*\}/g) ?? []
-  for (const candidate of objects) {
+  const fromObject = (candidate: string): { score: number | null } | null => {
     try {
       const parsed: unknown = JSON.parse(candidate)
       if (typeof parsed === 'object' && parsed !== null && 'score' in parsed) {
         const raw = (parsed as { score: unknown }).score
-        return inRange(typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw)
+        return { score: inRange(typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw) }
       }
     } catch {
       // not JSON: try the next form
     }
+    return null
   }
-  const line = /(?:^|\n)\s*\**score\**\s*[:=]\s*([0-9]*\.?[0-9]+)/i.exec(text)
+  // The whole answer (or its one fenced block) as one object first: braces inside its strings
+  // (`"uses {x}"`) are fine there.
+  const unfenced = whole.startsWith('```')
+    ? whole.slice(whole.indexOf('\n') + 1, whole.lastIndexOf('```')).trim()
+    : whole
+  if (unfenced.startsWith('{')) {
+    const found = fromObject(unfenced)
+    if (found) return found.score
+  }
+  const text =
+    whole.length > 2 * JUDGE_ANSWER_SEARCHED
+      ? `${whole.slice(0, JUDGE_ANSWER_SEARCHED)}\n${whole.slice(-JUDGE_ANSWER_SEARCHED)}`
+      : whole
+  for (const candidate of text.match(/\{[^{}]*\}/g) ?? []) {
+    const found = fromObject(candidate)
+    if (found) return found.score
+  }
+  // `[ \t]*`, not `\s*`, before the word: `\s*` after each of many newlines rescans them all.
+  const line = /^[ \t]*\**score\**[ \t]*[:=]\s*(\d*\.\d+|\d+)/im.exec(text)
   if (line?.[1] !== undefined) return inRange(Number(line[1]))
-  if (/^[0-9]*\.?[0-9]+$/.test(text)) return inRange(Number(text))
+  if (/^(?:\d+|\d*\.\d+)$/.test(text)) return inRange(Number(text))
   return null
 }
+
+/**
+ * ajv's engine for `pattern` and `patternProperties`: RE2JS, so a schema's pattern matches in
+ * linear time like the `regex` evaluator's (JSON Schema patterns are JavaScript syntax, hence
+ * the translation). A pattern RE2 cannot run throws, and so fails the schema's compilation.
+ */
+const re2RegExp: NonNullable<CodeOptions['regExp']> = Object.assign(
+  (pattern: string) => {
+    const re = RE2JS.compile(RE2JS.translateRegExp(pattern))
+    // ajv keys its compiled patterns by this string: one per pattern.
+    return { test: (s: string) => re.matcher(s).find(), toString: () => `/${pattern}/` }
+  },
+  { code: 're2js' },
+)
 
 function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['evaluate'] {
   switch (e.type) {
@@ -129,8 +166,17 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
       try {
         validate = ajv.compile(e.schema)
       } catch (err) {
-        throw new EvaluatorConfigError(index, `schema is not a valid JSON Schema: ${(err as Error).message}`)
+        throw new EvaluatorConfigError(
+          index,
+          `schema is not a valid JSON Schema (patterns in RE2 syntax): ${(err as Error).message}`,
+        )
       }
+      // An `$async` schema's validate answers a promise (always truthy, its rejection unhandled).
+      if ('$async' in validate && validate.$async)
+        throw new EvaluatorConfigError(
+          index,
+          'schema must not be `$async`: outputs are checked synchronously',
+        )
       return async ({ output }) => {
         let value: unknown
         try {
@@ -138,7 +184,13 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
         } catch {
           return { score: 0 }
         }
-        return { score: validate(value) ? 1 : 0 }
+        const valid: unknown = validate(value)
+        if (typeof valid !== 'boolean') {
+          // Refused at creation; should one get here, it is no score rather than a crash.
+          if (valid instanceof Promise) valid.catch(() => {})
+          return { error: 'the schema did not validate synchronously' }
+        }
+        return { score: valid ? 1 : 0 }
       }
     }
     case 'llm-judge':
@@ -165,7 +217,7 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
 export function compileEvaluators(evaluators: readonly Evaluator[]): CompiledEvaluator[] {
   // strict: an unknown keyword in a schema is a mistake worth reporting; no code generation of
   // formats is needed here.
-  const ajv = new Ajv({ allErrors: false, strict: false })
+  const ajv = new Ajv({ allErrors: false, strict: false, code: { regExp: re2RegExp } })
   const names = evaluatorNames(evaluators)
   return evaluators.map((e, i) => ({
     name: names[i] ?? e.type,

@@ -58,6 +58,26 @@ describe('dataset uploads', () => {
     ).toMatchObject({ row: 1 })
   })
 
+  it('a blank `expected` cell is no expected output (null), not an empty one', () => {
+    expect(parseCsvItems(Buffer.from('q,expected\na,\nb, \nc,C\n'), 10, MB)).toEqual([
+      { variables: { q: 'a' }, expected: null },
+      { variables: { q: 'b' }, expected: null },
+      { variables: { q: 'c' }, expected: 'C' },
+    ])
+  })
+
+  it('a variable named `__proto__` (it would set the prototype) or nothing is refused, in CSV and JSONL alike', () => {
+    const csv = failure(() => parseCsvItems(Buffer.from('q,__proto__\na,b\n'), 10, MB))
+    expect(csv.code).toBe('VALIDATION_ERROR')
+    expect(csv.details).toMatchObject({ row: 1 })
+    expect(csv.message).toMatch(/__proto__/)
+    const jsonl = failure(() => parseJsonlItems(Buffer.from('{"variables":{"__proto__":{"x":1}}}\n'), 10))
+    expect(jsonl.details).toMatchObject({ row: 1 })
+    expect(failure(() => parseJsonlItems(Buffer.from('{"variables":{"":1}}\n'), 10)).details).toMatchObject({
+      row: 1,
+    })
+  })
+
   it('tells JSONL from CSV by name or type', () => {
     expect(isJsonl('a.jsonl', 'application/octet-stream')).toBe(true)
     expect(isJsonl('a.csv', 'application/jsonl')).toBe(true)

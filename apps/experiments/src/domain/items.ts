@@ -11,6 +11,18 @@ import { CsvError, parse } from 'csv-parse/sync'
 export const VARIABLE_NAME_MAX = 200
 const EXPECTED_MAX = 100_000
 
+/**
+ * What is wrong with a variable's name, or null: 1 to VARIABLE_NAME_MAX characters, and not
+ * `__proto__` (as an object key it sets the prototype rather than holding a value; the JSON
+ * body parser refuses it too). One rule for the JSON route, CSV columns and JSONL items.
+ */
+export function variableNameProblem(name: string): string | null {
+  if (name.length === 0 || name.length > VARIABLE_NAME_MAX)
+    return `variable names must be 1 to ${VARIABLE_NAME_MAX} characters`
+  if (name === '__proto__') return 'a variable cannot be named `__proto__`'
+  return null
+}
+
 function badRow(row: number, message: string): AppError {
   return new AppError('VALIDATION_ERROR', `row ${row}: ${message}; nothing was imported`, {
     row,
@@ -41,8 +53,8 @@ export function parseCsvItems(file: Buffer, maxItems: number, maxBytes: number):
   const seen = new Set<string>()
   columns.forEach((c, i) => {
     if (c === '') throw badRow(1, `column ${i + 1} has no name`)
-    if (c.length > VARIABLE_NAME_MAX)
-      throw badRow(1, `column ${i + 1}'s name is longer than ${VARIABLE_NAME_MAX} characters`)
+    const problem = variableNameProblem(c)
+    if (problem !== null) throw badRow(1, `column ${i + 1}: ${problem}`)
     if (seen.has(c)) throw badRow(1, `duplicate column ${JSON.stringify(c)}`)
     seen.add(c)
   })
@@ -56,7 +68,8 @@ export function parseCsvItems(file: Buffer, maxItems: number, maxBytes: number):
     let expected: string | null = null
     columns.forEach((c, i) => {
       const cell = record[i] ?? ''
-      if (c === 'expected') expected = cell
+      // A blank cell is no expected output (null), as an item without one is elsewhere.
+      if (c === 'expected') expected = cell.trim() === '' ? null : cell
       else variables[c] = cell
     })
     if (expected !== null && (expected as string).length > EXPECTED_MAX)
@@ -79,8 +92,8 @@ export function checkItem(value: unknown): DatasetItemInput | string {
   const { variables, expected, metadata } = value
   if (!isObject(variables)) return '`variables` must be a JSON object'
   for (const k of Object.keys(variables)) {
-    if (k.length === 0 || k.length > VARIABLE_NAME_MAX)
-      return `variable names must be 1 to ${VARIABLE_NAME_MAX} characters`
+    const problem = variableNameProblem(k)
+    if (problem !== null) return problem
   }
   if (expected !== undefined && expected !== null && typeof expected !== 'string')
     return '`expected` must be a string or null'

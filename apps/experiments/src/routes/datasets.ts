@@ -1,7 +1,7 @@
 import { finished } from 'node:stream/promises'
 import multipart from '@fastify/multipart'
 import { API_ROUTES, AppError, DATASET_UPLOAD_MAX_BYTES } from '@pm/contracts'
-import { requireOrganization, route, type Service } from '@pm/kit'
+import { auditContextOf, requireOrganization, route, type Service } from '@pm/kit'
 import type { ExperimentsDeps } from '../deps.ts'
 import { isJsonl, parseCsvItems, parseJsonlItems } from '../domain/items.ts'
 
@@ -64,7 +64,11 @@ export function datasetRoutes(app: Service, { service }: ExperimentsDeps): void 
   })
 
   route(app, API_ROUTES.createDataset, async (request, reply) => {
-    const dataset = await service.createDataset(requireOrganization(request), request.body)
+    const dataset = await service.createDataset(
+      requireOrganization(request),
+      request.body,
+      auditContextOf(request),
+    )
     reply.code(201)
     return dataset
   })
@@ -74,11 +78,16 @@ export function datasetRoutes(app: Service, { service }: ExperimentsDeps): void 
   )
 
   route(app, API_ROUTES.updateDataset, async (request) =>
-    service.updateDataset(requireOrganization(request), request.params.id, request.body),
+    service.updateDataset(
+      requireOrganization(request),
+      request.params.id,
+      request.body,
+      auditContextOf(request),
+    ),
   )
 
   route(app, API_ROUTES.deleteDataset, async (request) =>
-    service.deleteDataset(requireOrganization(request), request.params.id),
+    service.deleteDataset(requireOrganization(request), request.params.id, auditContextOf(request)),
   )
 
   route(app, API_ROUTES.listDatasetItems, async (request) => {
@@ -87,13 +96,23 @@ export function datasetRoutes(app: Service, { service }: ExperimentsDeps): void 
   })
 
   route(app, API_ROUTES.addDatasetItems, async (request, reply) => {
-    const added = await service.addItems(requireOrganization(request), request.params.id, request.body.items)
+    const added = await service.addItems(
+      requireOrganization(request),
+      request.params.id,
+      request.body.items,
+      auditContextOf(request),
+    )
     reply.code(201)
     return added
   })
 
   route(app, API_ROUTES.deleteDatasetItem, async (request) =>
-    service.deleteItem(requireOrganization(request), request.params.id, request.params.itemId),
+    service.deleteItem(
+      requireOrganization(request),
+      request.params.id,
+      request.params.itemId,
+      auditContextOf(request),
+    ),
   )
 
   // Multipart parsing only in this scope: every other route stays JSON-only.
@@ -116,7 +135,13 @@ export function datasetRoutes(app: Service, { service }: ExperimentsDeps): void 
       const items = isJsonl(file.filename, file.mimetype)
         ? parseJsonlItems(file.data, Math.max(room, 0))
         : parseCsvItems(file.data, Math.max(room, 0), DATASET_UPLOAD_MAX_BYTES)
-      const added = await service.addItems(organizationId, request.params.id, items)
+      const added = await service.addItems(
+        organizationId,
+        request.params.id,
+        items,
+        auditContextOf(request),
+        `the file "${file.filename}"`,
+      )
       reply.code(201)
       return added
     })

@@ -1,5 +1,5 @@
 import { API_ROUTES } from '@pm/contracts'
-import { requireOrganization, route, type Service } from '@pm/kit'
+import { auditContextOf, requireOrganization, route, type Service } from '@pm/kit'
 import type { ExperimentsDeps } from '../deps.ts'
 
 export function experimentRoutes(app: Service, { service }: ExperimentsDeps): void {
@@ -13,6 +13,7 @@ export function experimentRoutes(app: Service, { service }: ExperimentsDeps): vo
       request.caller,
       requireOrganization(request),
       request.body,
+      auditContextOf(request),
     )
     reply.code(202)
     return accepted
@@ -23,7 +24,7 @@ export function experimentRoutes(app: Service, { service }: ExperimentsDeps): vo
   )
 
   route(app, API_ROUTES.cancelExperiment, async (request) =>
-    service.cancel(requireOrganization(request), request.params.id),
+    service.cancel(requireOrganization(request), request.params.id, auditContextOf(request)),
   )
 
   route(app, API_ROUTES.listExperimentResults, async (request) => {

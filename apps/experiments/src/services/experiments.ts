@@ -1,5 +1,7 @@
 import {
   AppError,
+  type AuditAction,
+  type AuditEntry,
   type CallerContext,
   type CreateDatasetRequest,
   type CreateExperimentRequest,
@@ -15,10 +17,11 @@ import {
   type UpdateDatasetRequest,
 } from '@pm/contracts'
 import type { EventBus } from '@pm/bus'
-import { newId, type VerifiedContext } from '@pm/kit'
+import { type AuditContext, auditEntry, newId, type VerifiedContext } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { summarize } from '../domain/aggregate.ts'
 import { compileEvaluators, EvaluatorConfigError, evaluatorNames } from '../domain/evaluators.ts'
+import { variableNameProblem } from '../domain/items.ts'
 import type {
   DatasetRecord,
   ExperimentRecord,
@@ -38,6 +41,8 @@ export interface ExperimentsServiceOptions {
   runner: Runner
   log: FastifyBaseLogger
   defaultConcurrency: number
+  /** Told when audit entries were written (the relay publishes them at once). */
+  onAudit?: () => void
 }
 
 const toDataset = (d: DatasetRecord): Dataset => ({
@@ -71,6 +76,24 @@ export class ExperimentsService {
     this.opts = opts
   }
 
+  /**
+   * The change's entry, or none without a context (DESIGN section 15). The resource is the dataset
+   * for every change of a dataset or of its items, so that its entries are found together.
+   */
+  private audit(
+    ctx: AuditContext | undefined,
+    organizationId: string,
+    action: AuditAction & (`dataset.${string}` | `experiment.${string}`),
+    resource: { type: 'dataset' | 'experiment'; id: string },
+    summary: () => string,
+  ): AuditEntry[] {
+    return ctx ? [auditEntry(ctx, organizationId, action, resource, summary())] : []
+  }
+
+  private audited(entries: readonly AuditEntry[]): void {
+    if (entries.length > 0) this.opts.onAudit?.()
+  }
+
   // ---- datasets
 
   private async dataset(organizationId: string, id: string): Promise<DatasetRecord> {
@@ -79,7 +102,11 @@ export class ExperimentsService {
     return d
   }
 
-  async createDataset(organizationId: string, body: CreateDatasetRequest): Promise<Dataset> {
+  async createDataset(
+    organizationId: string,
+    body: CreateDatasetRequest,
+    audit?: AuditContext,
+  ): Promise<Dataset> {
     const now = new Date().toISOString()
     const record: DatasetRecord = {
       _id: newId(),
@@ -92,8 +119,17 @@ export class ExperimentsService {
     }
     const items = body.items ?? []
     this.checkItems(items, '/body/items')
-    await this.opts.store.createDataset(record)
-    if (items.length > 0) await this.addItems(organizationId, record._id, items)
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'dataset.created',
+      { type: 'dataset', id: record._id },
+      () => `created the dataset "${record.name}"`,
+    )
+    await this.opts.store.createDataset(record, entries)
+    this.audited(entries)
+    // The items are a write of their own (as an upload is): their entry is `dataset.items_added`.
+    if (items.length > 0) await this.addItems(organizationId, record._id, items, audit)
     return toDataset(await this.dataset(organizationId, record._id))
   }
 
@@ -105,29 +141,63 @@ export class ExperimentsService {
     return { datasets: rows.map(toDataset), pagination: pagination(p.page, p.limit, total) }
   }
 
-  async updateDataset(organizationId: string, id: string, body: UpdateDatasetRequest): Promise<Dataset> {
+  async updateDataset(
+    organizationId: string,
+    id: string,
+    body: UpdateDatasetRequest,
+    audit?: AuditContext,
+  ): Promise<Dataset> {
     const patch = {
       ...(body.name !== undefined ? { name: body.name } : {}),
       ...(body.description !== undefined ? { description: body.description } : {}),
       updatedAt: new Date().toISOString(),
     }
-    const d = await this.opts.store.updateDataset(organizationId, id, patch)
+    const current = audit ? await this.dataset(organizationId, id) : undefined
+    const entries = this.audit(audit, organizationId, 'dataset.updated', { type: 'dataset', id }, () => {
+      const said: string[] = []
+      if (body.name !== undefined && body.name !== current?.name) said.push(`renamed from "${current?.name}"`)
+      if (body.description !== undefined) said.push('description changed')
+      return `updated the dataset "${body.name ?? current?.name}"${said.length > 0 ? `: ${said.join('; ')}` : ''}`
+    })
+    const d = await this.opts.store.updateDataset(organizationId, id, patch, entries)
     if (!d) throw new AppError('NOT_FOUND', 'dataset not found')
+    this.audited(entries)
     return toDataset(d)
   }
 
-  async deleteDataset(organizationId: string, id: string): Promise<{ _id: string; deleted: true }> {
-    await this.dataset(organizationId, id)
+  async deleteDataset(
+    organizationId: string,
+    id: string,
+    audit?: AuditContext,
+  ): Promise<{ _id: string; deleted: true }> {
+    const current = await this.dataset(organizationId, id)
     if ((await this.opts.store.activeOnDataset(id)) > 0) {
       throw new AppError('CONFLICT', 'an experiment on this dataset is queued or running: cancel it first')
     }
-    if (!(await this.opts.store.deleteDataset(organizationId, id)))
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'dataset.deleted',
+      { type: 'dataset', id },
+      () => `deleted the dataset "${current.name}" with its ${current.itemCount} items`,
+    )
+    if (!(await this.opts.store.deleteDataset(organizationId, id, entries)))
       throw new AppError('NOT_FOUND', 'dataset not found')
+    this.audited(entries)
     return { _id: id, deleted: true }
   }
 
   private checkItems(items: readonly DatasetItemInput[], path: string): void {
     items.forEach((it, i) => {
+      // The schema's key bounds are not checked on a record's keys: the upload's rule, here too.
+      for (const name of Object.keys(it.variables)) {
+        const problem = variableNameProblem(name)
+        if (problem !== null) {
+          throw new AppError('VALIDATION_ERROR', `item ${i}: ${problem}`, {
+            errors: [{ path: `${path}/${i}/variables`, message: problem }],
+          })
+        }
+      }
       if (it.metadata && Buffer.byteLength(JSON.stringify(it.metadata)) > METADATA_MAX_BYTES) {
         throw new AppError(
           'VALIDATION_ERROR',
@@ -142,10 +212,29 @@ export class ExperimentsService {
     })
   }
 
-  /** Adds every item or none (10,000 per dataset at most). */
-  async addItems(organizationId: string, datasetId: string, items: readonly DatasetItemInput[]) {
+  /**
+   * Adds every item or none (10,000 per dataset at most). One audit entry for the whole batch (a
+   * JSON body or an uploaded file), with the count: the items' content is the user's data, not
+   * a change to describe one by one.
+   */
+  async addItems(
+    organizationId: string,
+    datasetId: string,
+    items: readonly DatasetItemInput[],
+    audit?: AuditContext,
+    from?: string,
+  ) {
     this.checkItems(items, '/body/items')
     const now = new Date().toISOString()
+    const current = audit ? await this.dataset(organizationId, datasetId) : undefined
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'dataset.items_added',
+      { type: 'dataset', id: datasetId },
+      () =>
+        `added ${items.length} ${items.length === 1 ? 'item' : 'items'} to the dataset "${current?.name}"${from ? ` from ${from}` : ''}`,
+    )
     const outcome = await this.opts.store.addItems(
       organizationId,
       datasetId,
@@ -159,6 +248,7 @@ export class ExperimentsService {
         createdAt: now,
       })),
       DATASET_ITEMS_MAX,
+      entries,
     )
     if (outcome === 'not-found') throw new AppError('NOT_FOUND', 'dataset not found')
     if (outcome === 'too-many') {
@@ -169,6 +259,7 @@ export class ExperimentsService {
         { itemCount: d.itemCount, adding: items.length, max: DATASET_ITEMS_MAX },
       )
     }
+    this.audited(entries)
     return { added: items.length, itemCount: outcome.itemCount }
   }
 
@@ -183,16 +274,32 @@ export class ExperimentsService {
     return { items: rows.map(toItem), pagination: pagination(p.page, p.limit, total) }
   }
 
-  async deleteItem(organizationId: string, datasetId: string, itemId: string) {
-    await this.dataset(organizationId, datasetId)
-    if (!(await this.opts.store.deleteItem(organizationId, datasetId, itemId)))
+  async deleteItem(organizationId: string, datasetId: string, itemId: string, audit?: AuditContext) {
+    const d = await this.dataset(organizationId, datasetId)
+    const item = audit ? await this.opts.store.getItem(datasetId, itemId) : null
+    const entries = item
+      ? this.audit(
+          audit,
+          organizationId,
+          'dataset.item_deleted',
+          { type: 'dataset', id: datasetId },
+          () => `deleted item ${item.position} (${itemId}) of the dataset "${d.name}"`,
+        )
+      : []
+    if (!(await this.opts.store.deleteItem(organizationId, datasetId, itemId, entries)))
       throw new AppError('NOT_FOUND', 'item not found')
+    this.audited(entries)
     return { _id: itemId, deleted: true as const }
   }
 
   // ---- experiments
 
-  async createExperiment(caller: CallerContext, organizationId: string, body: CreateExperimentRequest) {
+  async createExperiment(
+    caller: CallerContext,
+    organizationId: string,
+    body: CreateExperimentRequest,
+    audit?: AuditContext,
+  ) {
     const { store } = this.opts
     try {
       compileEvaluators(body.evaluators)
@@ -271,7 +378,18 @@ export class ExperimentsService {
         })
       }
     }
-    await store.createExperiment(experiment, units)
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'experiment.created',
+      { type: 'experiment', id: experiment._id },
+      () =>
+        `started the experiment "${experiment.name}" on the dataset "${dataset.name}": ${body.variants.length} ${
+          body.variants.length === 1 ? 'variant' : 'variants'
+        } × ${items.length} items`,
+    )
+    await store.createExperiment(experiment, units, entries)
+    this.audited(entries)
     // The job: a durable message any replica's consumer takes (the store's scan is the net).
     await this.opts.bus
       .publishDurable(SUBJECTS.experimentQueued, { experimentId: experiment._id }, experiment._id)
@@ -308,18 +426,22 @@ export class ExperimentsService {
     return summarize(exp.variants, evaluatorNames(exp.evaluators), await this.opts.store.doneUnits(exp._id))
   }
 
-  /** Every unit is done: completed, or failed when not one unit got an answer. */
-  ended = async (exp: ExperimentRecord): Promise<void> => {
+  /**
+   * Every unit is done: completed, or failed when not one unit got an answer. Or the experiment
+   * cannot run at all (`cannotRun` says why): failed.
+   */
+  ended = async (exp: ExperimentRecord, cannotRun?: string): Promise<void> => {
     const summary = await this.summaryOf(exp)
     const answered = summary.some((s) => s.done > s.errors)
     const finishedAt = new Date().toISOString()
-    const moved = answered
-      ? await this.opts.store.transition(exp._id, ['running'], 'completed', { summary, finishedAt })
-      : await this.opts.store.transition(exp._id, ['running'], 'failed', {
-          summary,
-          finishedAt,
-          error: 'every unit failed',
-        })
+    const moved =
+      answered && cannotRun === undefined
+        ? await this.opts.store.transition(exp._id, ['running'], 'completed', { summary, finishedAt })
+        : await this.opts.store.transition(exp._id, ['running'], 'failed', {
+            summary,
+            finishedAt,
+            error: cannotRun ?? 'every unit failed',
+          })
     if (moved) {
       const fresh = await this.opts.store.getExperiment(null, exp._id)
       if (fresh) await this.announce(fresh)
@@ -393,14 +515,25 @@ export class ExperimentsService {
     return { experiments, pagination: pagination(p.page, p.limit, total) }
   }
 
-  async cancel(organizationId: string, id: string): Promise<Experiment> {
+  async cancel(organizationId: string, id: string, audit?: AuditContext): Promise<Experiment> {
     const exp = await this.experiment(organizationId, id)
     const summary = await this.summaryOf(exp)
-    const moved = await this.opts.store.transition(id, ['queued', 'running'], 'cancelled', {
-      finishedAt: new Date().toISOString(),
-      summary,
-    })
+    const entries = this.audit(
+      audit,
+      organizationId,
+      'experiment.cancelled',
+      { type: 'experiment', id },
+      () => `cancelled the experiment "${exp.name}" (it was ${exp.status})`,
+    )
+    const moved = await this.opts.store.transition(
+      id,
+      ['queued', 'running'],
+      'cancelled',
+      { finishedAt: new Date().toISOString(), summary },
+      entries,
+    )
     if (!moved) throw new AppError('CONFLICT', `the experiment has already ended (${exp.status})`)
+    this.audited(entries)
     this.opts.runner.stop(id)
     const fresh = await this.experiment(organizationId, id)
     await this.announce(fresh)

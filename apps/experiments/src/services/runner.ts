@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import type { Evaluator } from '@pm/contracts'
 import type { FastifyBaseLogger } from 'fastify'
-import { type CompiledEvaluator, compileEvaluators, type Judge, score } from '../domain/evaluators.ts'
+import {
+  type CompiledEvaluator,
+  compileEvaluators,
+  EvaluatorConfigError,
+  type Judge,
+  score,
+} from '../domain/evaluators.ts'
 import type { ExperimentRecord, ExperimentStore, UnitRecord, UnitResult } from '../store/types.ts'
 import { RateLimitedError, type UnitExecutor } from './clients.ts'
 
@@ -14,8 +20,11 @@ export interface RunnerOptions {
   leaseMs: number
   pollMs: number
   maxBackoffMs: number
-  /** Called once an experiment has ended (completed, failed): freezes and announces it. */
-  onEnded: (experiment: ExperimentRecord) => Promise<void>
+  /**
+   * Called once an experiment has ended (completed, failed), or cannot run (`cannotRun` says why:
+   * it fails): freezes and announces it.
+   */
+  onEnded: (experiment: ExperimentRecord, cannotRun?: string) => Promise<void>
 }
 
 interface Drive {
@@ -30,12 +39,13 @@ const iso = (ms: number) => new Date(ms).toISOString()
 /**
  * Runs the units of running experiments. The units are the work queue, kept in the store: a
  * unit is claimed with a lease (so two replicas, or a process and its successor after a crash,
- * never run it at once), run through the executor, scored, and recorded with a write that only
- * a pending unit takes (so a unit repeated after a crash is counted once). A 429 gives the unit
- * back, due after the provider's Retry-After, and pauses the experiment that long: nothing is
- * lost. Each experiment has at most its `concurrency` units in flight, each organization
- * `orgConcurrency`; the experiment's status is read again at every step, so a cancel stops new
- * units within one poll (`pollMs`), at once on the replica that took the cancel.
+ * never run it at once) that is renewed at every tick while it runs here, run through the
+ * executor, scored, and recorded with a write that only a pending unit takes (so a unit
+ * repeated after a crash is counted once). A 429 gives the unit back, due after the provider's
+ * Retry-After, and pauses the experiment that long: nothing is lost. Each experiment has at most
+ * its `concurrency` units in flight, each organization `orgConcurrency`; the experiment's status
+ * is read again at every step, so a cancel stops new units within one poll (`pollMs`), at once
+ * on the replica that took the cancel.
  */
 export class Runner {
   private readonly opts: RunnerOptions
@@ -94,15 +104,30 @@ export class Runner {
         for (const c of d.inflight.values()) c.abort()
         break
       }
-      compiled ??= compileEvaluators(exp.evaluators)
+      try {
+        compiled ??= compileEvaluators(exp.evaluators)
+      } catch (err) {
+        if (!(err instanceof EvaluatorConfigError)) throw err
+        // Stored before a check that now refuses it (an `$async` schema): it fails, rather than
+        // being taken up again at every scan.
+        await this.opts.onEnded(exp, `evaluators[${err.index}]: ${err.message}`)
+        break
+      }
       const now = Date.now()
+      // The units still in flight here stay ours: a call longer than one lease is not taken again.
+      if (d.inflight.size > 0)
+        await store.renewLeases([...d.inflight.keys()], this.token, iso(now + this.opts.leaseMs))
       let claimed = 0
       if (now >= d.backoffUntil) {
         const free = Math.min(exp.concurrency - d.inflight.size, this.orgFree(exp.organizationId))
         if (free > 0) {
           const units = await store.claimUnits(id, free, iso(now), iso(now + this.opts.leaseMs), this.token)
-          for (const unit of units) this.start(exp, compiled, unit, d)
-          claimed = units.length
+          for (const unit of units) {
+            // One whose lease ran out while it was still running here (a stalled loop) runs on.
+            if (d.inflight.has(unit._id)) continue
+            this.start(exp, compiled, unit, d)
+            claimed++
+          }
         }
       }
       if (claimed === 0 && d.inflight.size === 0 && now >= d.backoffUntil) {
@@ -112,8 +137,10 @@ export class Runner {
           break
         }
       }
-      const waitMs =
-        d.backoffUntil > now ? Math.min(this.opts.pollMs, d.backoffUntil - now) : this.opts.pollMs
+      // With units in flight, a tick comes well within a lease (to renew it) whatever the poll.
+      const tickMs =
+        d.inflight.size > 0 ? Math.min(this.opts.pollMs, this.opts.leaseMs / 3) : this.opts.pollMs
+      const waitMs = d.backoffUntil > now ? Math.min(tickMs, d.backoffUntil - now) : tickMs
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, waitMs)
         function done() {

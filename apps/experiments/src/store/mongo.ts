@@ -1,5 +1,5 @@
-import type { ExperimentStatus } from '@pm/contracts'
-import { TRANSACTION_OPTIONS } from '@pm/kit/mongo'
+import type { AuditEntry, ExperimentStatus } from '@pm/contracts'
+import { MongoAuditOutbox, TRANSACTION_OPTIONS } from '@pm/kit/mongo'
 import type { ClientSession, Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AddItemsOutcome,
@@ -40,6 +40,8 @@ export class MongoExperimentStore implements ExperimentStore {
   private readonly items: Collection<ItemRecord>
   private readonly experiments: Collection<ExperimentDoc>
   private readonly units: Collection<UnitRecord>
+  /** Audit entries written in their change's transaction, until the relay has published them. */
+  private readonly auditOutbox: MongoAuditOutbox
   private readonly ownsClient: boolean
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
@@ -50,9 +52,21 @@ export class MongoExperimentStore implements ExperimentStore {
     this.items = this.db.collection('items')
     this.experiments = this.db.collection('experiments')
     this.units = this.db.collection('units')
+    this.auditOutbox = new MongoAuditOutbox(this.db)
+  }
+
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.auditOutbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.auditOutbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.auditOutbox.pruneAuditOutbox(before)
   }
 
   async init(): Promise<void> {
+    await this.auditOutbox.init()
     await Promise.all([
       this.datasets.createIndex({ organizationId: 1, createdAt: -1, _id: -1 }),
       this.items.createIndex({ datasetId: 1, position: 1 }, { unique: true }),
@@ -80,8 +94,15 @@ export class MongoExperimentStore implements ExperimentStore {
     }
   }
 
-  async createDataset(d: DatasetRecord): Promise<void> {
-    await this.datasets.insertOne({ ...d, itemCount: 0, nextPosition: 1 })
+  async createDataset(d: DatasetRecord, audit: AuditEntry[] = []): Promise<void> {
+    if (audit.length === 0) {
+      await this.datasets.insertOne({ ...d, itemCount: 0, nextPosition: 1 })
+      return
+    }
+    await this.inTransaction(async (session) => {
+      await this.datasets.insertOne({ ...d, itemCount: 0, nextPosition: 1 }, { session })
+      await this.auditOutbox.insert(audit, session)
+    })
   }
 
   async getDataset(organizationId: string, id: string): Promise<DatasetRecord | null> {
@@ -107,23 +128,37 @@ export class MongoExperimentStore implements ExperimentStore {
     organizationId: string,
     id: string,
     patch: { name?: string; description?: string; updatedAt: string },
+    audit: AuditEntry[] = [],
   ): Promise<DatasetRecord | null> {
     const set: Partial<DatasetDoc> = { updatedAt: patch.updatedAt }
     if (patch.name !== undefined) set.name = patch.name
     if (patch.description !== undefined) set.description = patch.description
-    const doc = await this.datasets.findOneAndUpdate(
-      { _id: id, organizationId },
-      { $set: set },
-      { returnDocument: 'after' },
-    )
-    return doc ? withoutDoc(doc, 'nextPosition') : null
+    if (audit.length === 0) {
+      const doc = await this.datasets.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set: set },
+        { returnDocument: 'after' },
+      )
+      return doc ? withoutDoc(doc, 'nextPosition') : null
+    }
+    return this.inTransaction(async (session) => {
+      const doc = await this.datasets.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set: set },
+        { returnDocument: 'after', session },
+      )
+      if (!doc) return null
+      await this.auditOutbox.insert(audit, session)
+      return withoutDoc(doc, 'nextPosition')
+    })
   }
 
-  async deleteDataset(organizationId: string, id: string): Promise<boolean> {
+  async deleteDataset(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
     return this.inTransaction(async (session) => {
       const r = await this.datasets.deleteOne({ _id: id, organizationId }, { session })
       if (r.deletedCount !== 1) return false
       await this.items.deleteMany({ datasetId: id }, { session })
+      await this.auditOutbox.insert(audit, session)
       return true
     })
   }
@@ -133,6 +168,7 @@ export class MongoExperimentStore implements ExperimentStore {
     datasetId: string,
     items: NewItem[],
     max: number,
+    audit: AuditEntry[] = [],
   ): Promise<AddItemsOutcome> {
     return this.inTransaction(async (session): Promise<AddItemsOutcome> => {
       // The count and the positions move together, conditioned on the bound: a concurrent add
@@ -157,6 +193,7 @@ export class MongoExperimentStore implements ExperimentStore {
         items.map((it) => ({ ...it, organizationId, datasetId, position: position++ })),
         { session, ordered: true },
       )
+      await this.auditOutbox.insert(audit, session)
       return { itemCount: d.itemCount + items.length }
     })
   }
@@ -183,7 +220,12 @@ export class MongoExperimentStore implements ExperimentStore {
     return this.items.findOne({ _id: itemId, datasetId })
   }
 
-  async deleteItem(organizationId: string, datasetId: string, itemId: string): Promise<boolean> {
+  async deleteItem(
+    organizationId: string,
+    datasetId: string,
+    itemId: string,
+    audit: AuditEntry[] = [],
+  ): Promise<boolean> {
     return this.inTransaction(async (session) => {
       const r = await this.items.deleteOne({ _id: itemId, datasetId, organizationId }, { session })
       if (r.deletedCount !== 1) return false
@@ -192,11 +234,12 @@ export class MongoExperimentStore implements ExperimentStore {
         { $inc: { itemCount: -1 }, $set: { updatedAt: new Date().toISOString() } },
         { session },
       )
+      await this.auditOutbox.insert(audit, session)
       return true
     })
   }
 
-  async createExperiment(e: ExperimentRecord, units: UnitRecord[]): Promise<void> {
+  async createExperiment(e: ExperimentRecord, units: UnitRecord[], audit: AuditEntry[] = []): Promise<void> {
     await this.inTransaction(async (session) => {
       await this.experiments.insertOne(
         { ...e, promptIds: [...new Set(e.variants.map((v) => v.promptId))] },
@@ -206,6 +249,7 @@ export class MongoExperimentStore implements ExperimentStore {
       for (let i = 0; i < units.length; i += 5_000) {
         await this.units.insertMany(units.slice(i, i + 5_000), { session, ordered: true })
       }
+      await this.auditOutbox.insert(audit, session)
     })
   }
 
@@ -240,14 +284,27 @@ export class MongoExperimentStore implements ExperimentStore {
     from: readonly ExperimentStatus[],
     to: ExperimentStatus,
     fields: Partial<Pick<ExperimentRecord, 'startedAt' | 'finishedAt' | 'error' | 'summary'>> = {},
+    audit: AuditEntry[] = [],
   ): Promise<boolean> {
     const set: Partial<ExperimentDoc> = { status: to }
     if (fields.startedAt !== undefined) set.startedAt = fields.startedAt
     if (fields.finishedAt !== undefined) set.finishedAt = fields.finishedAt
     if (fields.error !== undefined) set.error = fields.error
     if (fields.summary !== undefined) set.summary = fields.summary
-    const r = await this.experiments.updateOne({ _id: id, status: { $in: [...from] } }, { $set: set })
-    return r.modifiedCount === 1
+    if (audit.length === 0) {
+      const r = await this.experiments.updateOne({ _id: id, status: { $in: [...from] } }, { $set: set })
+      return r.modifiedCount === 1
+    }
+    return this.inTransaction(async (session) => {
+      const r = await this.experiments.updateOne(
+        { _id: id, status: { $in: [...from] } },
+        { $set: set },
+        { session },
+      )
+      if (r.modifiedCount !== 1) return false
+      await this.auditOutbox.insert(audit, session)
+      return true
+    })
   }
 
   async activeExperiments(): Promise<ExperimentRecord[]> {
@@ -296,6 +353,14 @@ export class MongoExperimentStore implements ExperimentStore {
       claimed.push(doc)
     }
     return claimed
+  }
+
+  async renewLeases(ids: readonly string[], token: string, leaseUntil: string): Promise<void> {
+    if (ids.length === 0) return
+    await this.units.updateMany(
+      { _id: { $in: [...ids] }, leaseToken: token, status: 'pending' },
+      { $set: { leaseUntil } },
+    )
   }
 
   async releaseUnit(id: string, token: string, notBefore: string | null): Promise<void> {

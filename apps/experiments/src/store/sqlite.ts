@@ -1,11 +1,15 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
-import type { ExperimentStatus } from '@pm/contracts'
+import type { AuditEntry, ExperimentStatus } from '@pm/contracts'
 import {
+  AUDIT_OUTBOX_SCHEMA,
+  type AuditOutbox,
   closeSqlite,
+  insertAuditOutbox,
   openSqlite,
   queryAll,
   queryOne,
   type SqliteRow,
+  sqliteAuditOutbox,
   text,
   textOrNull,
   transaction,
@@ -24,6 +28,8 @@ import type {
 } from './types.ts'
 
 const SCHEMA = [
+  // Audit entries written with their change, until the relay has published them (DESIGN section 15).
+  ...AUDIT_OUTBOX_SCHEMA,
   `CREATE TABLE IF NOT EXISTS datasets (
     id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
     item_count INTEGER NOT NULL, next_position INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)`,
@@ -144,17 +150,32 @@ function page(
 /** SQLite (node:sqlite) implementation: `experiments.db` in DATA_DIR. */
 export class SqliteExperimentStore implements ExperimentStore {
   private readonly db: DatabaseSync
+  private readonly outbox: AuditOutbox
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    this.outbox = sqliteAuditOutbox(() => this.db)
   }
 
-  async createDataset(d: DatasetRecord): Promise<void> {
-    this.db
-      .prepare(
-        'INSERT INTO datasets (id, organization_id, name, description, item_count, next_position, created_at, updated_at) VALUES (?, ?, ?, ?, 0, 1, ?, ?)',
-      )
-      .run(d._id, d.organizationId, d.name, d.description, d.createdAt, d.updatedAt)
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.outbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.outbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.outbox.pruneAuditOutbox(before)
+  }
+
+  async createDataset(d: DatasetRecord, audit: AuditEntry[] = []): Promise<void> {
+    transaction(this.db, () => {
+      this.db
+        .prepare(
+          'INSERT INTO datasets (id, organization_id, name, description, item_count, next_position, created_at, updated_at) VALUES (?, ?, ?, ?, 0, 1, ?, ?)',
+        )
+        .run(d._id, d.organizationId, d.name, d.description, d.createdAt, d.updatedAt)
+      insertAuditOutbox(this.db, audit)
+    })
   }
 
   async getDataset(organizationId: string, id: string): Promise<DatasetRecord | null> {
@@ -183,22 +204,29 @@ export class SqliteExperimentStore implements ExperimentStore {
     organizationId: string,
     id: string,
     patch: { name?: string; description?: string; updatedAt: string },
+    audit: AuditEntry[] = [],
   ): Promise<DatasetRecord | null> {
-    const current = await this.getDataset(organizationId, id)
-    if (!current) return null
-    this.db
-      .prepare('UPDATE datasets SET name = ?, description = ?, updated_at = ? WHERE id = ?')
-      .run(patch.name ?? current.name, patch.description ?? current.description, patch.updatedAt, id)
-    return this.getDataset(organizationId, id)
+    return transaction(this.db, () => {
+      const gone = this.db
+        .prepare(
+          'UPDATE datasets SET name = COALESCE(?, name), description = COALESCE(?, description), updated_at = ? WHERE id = ? AND organization_id = ?',
+        )
+        .run(patch.name ?? null, patch.description ?? null, patch.updatedAt, id, organizationId)
+      if (Number(gone.changes) === 0) return null
+      insertAuditOutbox(this.db, audit)
+      const r = queryOne(this.db, 'SELECT * FROM datasets WHERE id = ?', id)
+      return r ? toDataset(r) : null
+    })
   }
 
-  async deleteDataset(organizationId: string, id: string): Promise<boolean> {
+  async deleteDataset(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
     return transaction(this.db, () => {
       const gone = this.db
         .prepare('DELETE FROM datasets WHERE id = ? AND organization_id = ?')
         .run(id, organizationId)
       if (Number(gone.changes) === 0) return false
       this.db.prepare('DELETE FROM items WHERE dataset_id = ?').run(id)
+      insertAuditOutbox(this.db, audit)
       return true
     })
   }
@@ -208,6 +236,7 @@ export class SqliteExperimentStore implements ExperimentStore {
     datasetId: string,
     items: NewItem[],
     max: number,
+    audit: AuditEntry[] = [],
   ): Promise<AddItemsOutcome> {
     return transaction(this.db, (): AddItemsOutcome => {
       const d = queryOne(
@@ -238,6 +267,7 @@ export class SqliteExperimentStore implements ExperimentStore {
       this.db
         .prepare('UPDATE datasets SET item_count = ?, next_position = ?, updated_at = ? WHERE id = ?')
         .run(count + items.length, position, new Date().toISOString(), datasetId)
+      insertAuditOutbox(this.db, audit)
       return { itemCount: count + items.length }
     })
   }
@@ -265,7 +295,12 @@ export class SqliteExperimentStore implements ExperimentStore {
     return r ? toItem(r) : null
   }
 
-  async deleteItem(organizationId: string, datasetId: string, itemId: string): Promise<boolean> {
+  async deleteItem(
+    organizationId: string,
+    datasetId: string,
+    itemId: string,
+    audit: AuditEntry[] = [],
+  ): Promise<boolean> {
     return transaction(this.db, () => {
       const gone = this.db
         .prepare('DELETE FROM items WHERE id = ? AND dataset_id = ? AND organization_id = ?')
@@ -274,11 +309,12 @@ export class SqliteExperimentStore implements ExperimentStore {
       this.db
         .prepare('UPDATE datasets SET item_count = item_count - 1, updated_at = ? WHERE id = ?')
         .run(new Date().toISOString(), datasetId)
+      insertAuditOutbox(this.db, audit)
       return true
     })
   }
 
-  async createExperiment(e: ExperimentRecord, units: UnitRecord[]): Promise<void> {
+  async createExperiment(e: ExperimentRecord, units: UnitRecord[], audit: AuditEntry[] = []): Promise<void> {
     transaction(this.db, () => {
       this.db
         .prepare(
@@ -315,6 +351,7 @@ export class SqliteExperimentStore implements ExperimentStore {
       )
       for (const u of units)
         insert.run(u._id, u.experimentId, u.organizationId, u.itemId, u.position, u.variant)
+      insertAuditOutbox(this.db, audit)
     })
   }
 
@@ -348,6 +385,7 @@ export class SqliteExperimentStore implements ExperimentStore {
     from: readonly ExperimentStatus[],
     to: ExperimentStatus,
     fields: Partial<Pick<ExperimentRecord, 'startedAt' | 'finishedAt' | 'error' | 'summary'>> = {},
+    audit: AuditEntry[] = [],
   ): Promise<boolean> {
     const sets = ['status = ?']
     const params: SQLInputValue[] = [to]
@@ -356,12 +394,20 @@ export class SqliteExperimentStore implements ExperimentStore {
     if (fields.error !== undefined) sets.push('error = ?') && params.push(fields.error)
     if (fields.summary !== undefined)
       sets.push('summary = ?') && params.push(fields.summary === null ? null : JSON.stringify(fields.summary))
-    const r = this.db
-      .prepare(
-        `UPDATE experiments SET ${sets.join(', ')} WHERE id = ? AND status IN (${from.map(() => '?').join(', ')})`,
-      )
-      .run(...params, id, ...from)
-    return Number(r.changes) > 0
+    const update = () =>
+      Number(
+        this.db
+          .prepare(
+            `UPDATE experiments SET ${sets.join(', ')} WHERE id = ? AND status IN (${from.map(() => '?').join(', ')})`,
+          )
+          .run(...params, id, ...from).changes,
+      ) > 0
+    if (audit.length === 0) return update()
+    return transaction(this.db, () => {
+      if (!update()) return false
+      insertAuditOutbox(this.db, audit)
+      return true
+    })
   }
 
   async activeExperiments(): Promise<ExperimentRecord[]> {
@@ -414,6 +460,15 @@ export class SqliteExperimentStore implements ExperimentStore {
       for (const r of rows) lease.run(token, leaseUntil, s(r.id))
       return rows.map((r) => ({ ...toUnit(r), leaseToken: token, leaseUntil }))
     })
+  }
+
+  async renewLeases(ids: readonly string[], token: string, leaseUntil: string): Promise<void> {
+    if (ids.length === 0) return
+    this.db
+      .prepare(
+        `UPDATE units SET lease_until = ? WHERE id IN (${ids.map(() => '?').join(', ')}) AND lease_token = ? AND status = 'pending'`,
+      )
+      .run(leaseUntil, ...ids, token)
   }
 
   async releaseUnit(id: string, token: string, notBefore: string | null): Promise<void> {

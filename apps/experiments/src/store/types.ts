@@ -1,5 +1,11 @@
-import type { Evaluator, ExperimentStatus, ExperimentVariant, VariantSummary } from '@pm/contracts'
-import type { VerifiedContext } from '@pm/kit'
+import type {
+  AuditEntry,
+  Evaluator,
+  ExperimentStatus,
+  ExperimentVariant,
+  VariantSummary,
+} from '@pm/contracts'
+import type { AuditOutbox, VerifiedContext } from '@pm/kit'
 
 export interface DatasetRecord {
   _id: string
@@ -95,28 +101,47 @@ export function unitId(experimentId: string, itemId: string, variant: number): s
 
 export type AddItemsOutcome = { itemCount: number } | 'not-found' | 'too-many'
 
-/** Datasets, items, experiments and their units: SQLite in the embedded default, MongoDB otherwise. */
-export interface ExperimentStore {
-  createDataset(dataset: DatasetRecord): Promise<void>
+/**
+ * Datasets, items, experiments and their units: SQLite in the embedded default, MongoDB otherwise;
+ * and the audit outbox of their changes.
+ *
+ * `audit` (on the changes a user makes): the change's audit entries (DESIGN section 15), written
+ * into the audit outbox in the same transaction, and only when the change is made (not for a
+ * dataset or item that is not there, a bound passed, a transition from another status).
+ */
+export interface ExperimentStore extends AuditOutbox {
+  createDataset(dataset: DatasetRecord, audit?: AuditEntry[]): Promise<void>
   getDataset(organizationId: string, id: string): Promise<DatasetRecord | null>
   listDatasets(organizationId: string, page: PageArgs): Promise<Page<DatasetRecord>>
   updateDataset(
     organizationId: string,
     id: string,
     patch: Partial<Pick<DatasetRecord, 'name' | 'description'>> & { updatedAt: string },
+    audit?: AuditEntry[],
   ): Promise<DatasetRecord | null>
   /** Deletes the dataset and its items. */
-  deleteDataset(organizationId: string, id: string): Promise<boolean>
+  deleteDataset(organizationId: string, id: string, audit?: AuditEntry[]): Promise<boolean>
   /** Adds every item or none: none when the dataset would pass `max` items. */
-  addItems(organizationId: string, datasetId: string, items: NewItem[], max: number): Promise<AddItemsOutcome>
+  addItems(
+    organizationId: string,
+    datasetId: string,
+    items: NewItem[],
+    max: number,
+    audit?: AuditEntry[],
+  ): Promise<AddItemsOutcome>
   listItems(organizationId: string, datasetId: string, page: PageArgs): Promise<Page<ItemRecord>>
   /** Every item of a dataset, by position. */
   allItems(datasetId: string): Promise<ItemRecord[]>
   getItem(datasetId: string, itemId: string): Promise<ItemRecord | null>
-  deleteItem(organizationId: string, datasetId: string, itemId: string): Promise<boolean>
+  deleteItem(
+    organizationId: string,
+    datasetId: string,
+    itemId: string,
+    audit?: AuditEntry[],
+  ): Promise<boolean>
 
   /** The experiment and its pending units, written together. */
-  createExperiment(experiment: ExperimentRecord, units: UnitRecord[]): Promise<void>
+  createExperiment(experiment: ExperimentRecord, units: UnitRecord[], audit?: AuditEntry[]): Promise<void>
   getExperiment(organizationId: string | null, id: string): Promise<ExperimentRecord | null>
   listExperiments(organizationId: string, page: PageArgs, promptId?: string): Promise<Page<ExperimentRecord>>
   /** Moves the status from one of `from` to `to` (with the other fields); false when it was not in `from`. */
@@ -125,6 +150,7 @@ export interface ExperimentStore {
     from: readonly ExperimentStatus[],
     to: ExperimentStatus,
     fields?: Partial<Pick<ExperimentRecord, 'startedAt' | 'finishedAt' | 'error' | 'summary'>>,
+    audit?: AuditEntry[],
   ): Promise<boolean>
   /** Experiments queued or running (resumed at start, polled by the runner). */
   activeExperiments(): Promise<ExperimentRecord[]>
@@ -141,6 +167,8 @@ export interface ExperimentStore {
     leaseUntil: string,
     token: string,
   ): Promise<UnitRecord[]>
+  /** Extends the leases this token holds on these pending units (the units still in flight). */
+  renewLeases(ids: readonly string[], token: string, leaseUntil: string): Promise<void>
   /** Gives a unit back (a 429, a cancel): due again at `notBefore`, or at once. */
   releaseUnit(id: string, token: string, notBefore: string | null): Promise<void>
   /** Records a unit's result once: false when it was already done (a repeat after a crash). */

@@ -4,17 +4,39 @@ const MESSAGE_MAX = 500
 /** Things shaped like credentials, whatever the provider echoes: sk-..., Bearer ..., key=... */
 const CREDENTIAL_LIKE = [/\b(sk|pk|rk)-[A-Za-z0-9_-]{8,}/g, /\bBearer\s+\S+/gi, /\b(api[-_]?key|token)=\S+/gi]
 
+const escapeRegex = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** Secrets this long are replaced wherever they appear; shorter ones only where they stand alone. */
+const SECRET_ANYWHERE_MIN = 4
+
 /**
  * A provider's message, safe to answer and log: the connection's secrets (its key and the
  * values of its extra headers) and anything shaped like a credential replaced, capped in length.
+ * A secret of 1 to 3 characters is replaced only as a whole word (not inside a longer run of
+ * letters, digits, `-` or `_`): everywhere, a 1-character key would take that letter out of
+ * every word.
  */
 export function sanitize(message: string, secrets: readonly string[]): string {
   let out = message
   for (const secret of secrets) {
-    if (secret.length >= 4) out = out.split(secret).join('[redacted]')
+    if (secret.trim() === '') continue
+    if (secret.length >= SECRET_ANYWHERE_MIN) out = out.split(secret).join('[redacted]')
+    else out = out.replace(new RegExp(`(?<![\\w-])${escapeRegex(secret)}(?![\\w-])`, 'g'), '[redacted]')
   }
   for (const pattern of CREDENTIAL_LIKE) out = out.replace(pattern, '[redacted]')
   return out.length > MESSAGE_MAX ? `${out.slice(0, MESSAGE_MAX)}…` : out
+}
+
+/**
+ * A stream that ended without the provider's closing event (OpenAI: a choice's `finish_reason`;
+ * Anthropic: `message_stop` or a `stop_reason`): the connection closed cleanly on a cut answer,
+ * which the SDKs end quietly, as if it were complete. `missing` names the event.
+ */
+export function streamEndedEarly(missing: string): AppError {
+  return new AppError('PROVIDER_ERROR', 'the stream ended before the answer was complete', {
+    providerStatus: null,
+    message: `the provider's stream ended without ${missing}`,
+  })
 }
 
 interface SdkErrorShape {
@@ -67,9 +89,11 @@ export function providerFailure(
       message: sanitize(providerMessage(e), opts.secrets),
     }
     if (retryAfter && /^[\w ,:+-]{1,64}$/.test(retryAfter)) details.retryAfter = retryAfter
+    // A 3xx reaches here only because redirects are not followed (services/egress.ts).
+    const redirect = e.status >= 300 && e.status < 400 ? ', a redirect, which is not followed' : ''
     return new AppError(
       'PROVIDER_ERROR',
-      `the model provider answered ${e.status}`,
+      `the model provider answered ${e.status}${redirect}`,
       details,
       typeof details.retryAfter === 'string' ? { 'retry-after': details.retryAfter } : undefined,
     )

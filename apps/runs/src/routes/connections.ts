@@ -1,5 +1,5 @@
 import { API_ROUTES, AppError } from '@pm/contracts'
-import { route, type Service } from '@pm/kit'
+import { auditContextOf, route, type Service } from '@pm/kit'
 import type { FastifyRequest } from 'fastify'
 import type { RunsDeps } from '../deps.ts'
 
@@ -37,18 +37,18 @@ export function connectionRoutes(app: Service, { connections }: Pick<RunsDeps, '
 
   route(app, API_ROUTES.createConnection, async (request, reply) => {
     const org = requireManager(request, request.params.id)
-    const created = await connections.create(org, request.body)
+    const created = await connections.create(org, request.body, auditContextOf(request))
     reply.code(201)
     return created
   })
 
   route(app, API_ROUTES.updateConnection, async (request) => {
     const org = requireManager(request, request.params.id)
-    return connections.update(org, request.params.connectionId, request.body)
+    return connections.update(org, request.params.connectionId, request.body, auditContextOf(request))
   })
 
   route(app, API_ROUTES.deleteConnection, async (request) => {
     const org = requireManager(request, request.params.id)
-    return connections.remove(org, request.params.connectionId)
+    return connections.remove(org, request.params.connectionId, auditContextOf(request))
   })
 }

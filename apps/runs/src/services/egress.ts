@@ -3,6 +3,14 @@ import { checkTargetUrl, type HostLookup, pinnedDispatcher, SsrfError } from '@p
 import { Agent, fetch as undiciFetch } from 'undici'
 
 /**
+ * Redirects are not followed: undici would send the prompt and the connection's headers (an
+ * Azure `api-key`) to wherever a provider points, an internal address included, past every
+ * check above. `manual` hands the 3xx to the SDK, which fails the call with its status
+ * (`providerFailure` says it was a redirect), as the webhooks' deliveries do.
+ */
+const NO_REDIRECTS = { redirect: 'manual' } as const
+
+/**
  * Where model calls may go (DESIGN section 13, "Egress"): a connection's base URL passes the
  * webhooks' SSRF guard (https, public addresses only), checked when the connection is saved and
  * again before every call (DNS answers change; the call connects only to the checked addresses),
@@ -80,7 +88,12 @@ export class Egress {
   }> {
     const fetch = undiciFetch as unknown as typeof globalThis.fetch
     if (baseUrl === null || this.isAllowed(new URL(baseUrl))) {
-      return { fetch, fetchOptions: { dispatcher: this.shared }, pinned: false, release: () => {} }
+      return {
+        fetch,
+        fetchOptions: { dispatcher: this.shared, ...NO_REDIRECTS },
+        pinned: false,
+        release: () => {},
+      }
     }
     let addresses: Awaited<ReturnType<typeof checkTargetUrl>>['addresses']
     try {
@@ -100,7 +113,7 @@ export class Egress {
     const dispatcher = pinnedDispatcher(addresses, { connectTimeoutMs: this.connectTimeoutMs })
     return {
       fetch,
-      fetchOptions: { dispatcher },
+      fetchOptions: { dispatcher, ...NO_REDIRECTS },
       pinned: true,
       release: () => {
         dispatcher.close().catch(() => {})

@@ -48,6 +48,8 @@ export interface RunsDeps {
   egress: Egress
   limiter: OrgLimiter
   timeoutMs: number
+  /** RUN_MAX_OUTPUT_BYTES: the most an answer may hold. */
+  maxOutputBytes: number
   log: FastifyBaseLogger
 }
 
@@ -73,6 +75,20 @@ export function preloadProviders(): void {
 }
 
 const elapsed = (from: number): number => Math.max(0, Math.round(performance.now() - from))
+
+function tooLong(maxOutputBytes: number): AppError {
+  return new AppError('PROVIDER_ERROR', 'the answer was longer than RUN_MAX_OUTPUT_BYTES allows', {
+    providerStatus: null,
+    maxOutputBytes,
+  })
+}
+
+/** An answer's size as RUN_MAX_OUTPUT_BYTES counts it: its text and its tool calls' arguments. */
+function outputBytes(completion: Completion): number {
+  let n = Buffer.byteLength(completion.content)
+  for (const t of completion.toolCalls) n += Buffer.byteLength(t.arguments)
+  return n
+}
 
 /** SDK clients kept for connections whose calls share one dispatcher (building one per call costs). */
 const CLIENT_CACHE_MAX = 256
@@ -144,7 +160,7 @@ export class Runs {
     signal: AbortSignal,
     onDelta?: (content: string) => void,
   ): Promise<RunResult> {
-    const { timeoutMs } = this.deps
+    const { timeoutMs, maxOutputBytes } = this.deps
     // The client leaving or the deadline aborts the call; set once the client is ready (loading
     // an SDK is not the provider's time), cleared when the call ends.
     let limit: Deadline | undefined
@@ -152,6 +168,7 @@ export class Runs {
     let firstToken: number | undefined
     // What a stream delivered, kept for the log of a run cut short.
     let streamed = ''
+    let streamedBytes = 0
     let cutShort: Completion | undefined
     const { connection } = run
     let completion: Completion
@@ -185,6 +202,11 @@ export class Runs {
       completion = onDelta
         ? await adapter.stream(call, (content) => {
             firstToken ??= elapsed(started)
+            // Thrown inside the adapter's read of the stream, which ends it (the SDK aborts the
+            // request). A stream's text is held by the adapter, here and in the SSE buffer:
+            // without a bound a provider could fill the memory.
+            streamedBytes += Buffer.byteLength(content)
+            if (streamedBytes > maxOutputBytes) throw tooLong(maxOutputBytes)
             streamed += content
             onDelta(content)
           })
@@ -195,6 +217,8 @@ export class Runs {
         cutShort = completion
         throw callSignal.reason
       }
+      // Also an answer not streamed (read whole by the SDK), and streamed tool-call arguments.
+      if (outputBytes(completion) > maxOutputBytes) throw tooLong(maxOutputBytes)
     } catch (err) {
       const timedOut = limit?.timedOut() === true
       const clientLeft = signal.aborted && !timedOut

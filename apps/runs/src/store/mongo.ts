@@ -1,4 +1,5 @@
-import type { RunRecord } from '@pm/contracts'
+import type { AuditEntry, RunRecord } from '@pm/contracts'
+import { MongoAuditOutbox, mongoTransaction } from '@pm/kit/mongo'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
 
@@ -13,6 +14,8 @@ export class MongoRunStore implements RunStore {
   private readonly db: Db
   private readonly connections: Collection<ConnectionRecord>
   private readonly runs: Collection<RunRecord>
+  /** Audit entries written in their change's transaction, until the relay has published them. */
+  private readonly auditOutbox: MongoAuditOutbox
 
   constructor(client: MongoClient, dbName: string, ownsClient = true) {
     this.client = client
@@ -20,9 +23,21 @@ export class MongoRunStore implements RunStore {
     this.db = client.db(dbName)
     this.connections = this.db.collection('connections')
     this.runs = this.db.collection('runs')
+    this.auditOutbox = new MongoAuditOutbox(this.db)
+  }
+
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.auditOutbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.auditOutbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.auditOutbox.pruneAuditOutbox(before)
   }
 
   async init(): Promise<void> {
+    await this.auditOutbox.init()
     await Promise.all([
       this.connections.createIndex({ organizationId: 1, createdAt: 1, _id: 1 }),
       this.runs.createIndex({ organizationId: 1, 'prompt.promptId': 1, createdAt: -1, _id: -1 }),
@@ -30,8 +45,15 @@ export class MongoRunStore implements RunStore {
     ])
   }
 
-  async insertConnection(record: ConnectionRecord): Promise<void> {
-    await this.connections.insertOne({ ...record })
+  async insertConnection(record: ConnectionRecord, audit: AuditEntry[] = []): Promise<void> {
+    if (audit.length === 0) {
+      await this.connections.insertOne({ ...record })
+      return
+    }
+    await mongoTransaction(this.client, async (session) => {
+      await this.connections.insertOne({ ...record }, { session })
+      await this.auditOutbox.insert(audit, session)
+    })
   }
 
   async listConnections(organizationId: string): Promise<ConnectionRecord[]> {
@@ -50,18 +72,38 @@ export class MongoRunStore implements RunStore {
     organizationId: string,
     id: string,
     patch: ConnectionPatch,
+    audit: AuditEntry[] = [],
   ): Promise<ConnectionRecord | null> {
     const set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
-    return this.connections.findOneAndUpdate(
-      { _id: id, organizationId },
-      { $set: set },
-      { returnDocument: 'after' },
-    )
+    if (audit.length === 0) {
+      return this.connections.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set: set },
+        { returnDocument: 'after' },
+      )
+    }
+    return mongoTransaction(this.client, async (session) => {
+      const updated = await this.connections.findOneAndUpdate(
+        { _id: id, organizationId },
+        { $set: set },
+        { returnDocument: 'after', session },
+      )
+      if (updated) await this.auditOutbox.insert(audit, session)
+      return updated
+    })
   }
 
-  async deleteConnection(organizationId: string, id: string): Promise<boolean> {
-    const result = await this.connections.deleteOne({ _id: id, organizationId })
-    return result.deletedCount > 0
+  async deleteConnection(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
+    if (audit.length === 0) {
+      const result = await this.connections.deleteOne({ _id: id, organizationId })
+      return result.deletedCount > 0
+    }
+    return mongoTransaction(this.client, async (session) => {
+      const result = await this.connections.deleteOne({ _id: id, organizationId }, { session })
+      if (result.deletedCount === 0) return false
+      await this.auditOutbox.insert(audit, session)
+      return true
+    })
   }
 
   async insertRun(run: RunRecord): Promise<void> {

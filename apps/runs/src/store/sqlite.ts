@@ -1,19 +1,26 @@
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
-import type { Provider, RunRecord } from '@pm/contracts'
+import type { AuditEntry, Provider, RunRecord } from '@pm/contracts'
 import {
+  AUDIT_OUTBOX_SCHEMA,
+  type AuditOutbox,
   closeSqlite,
+  insertAuditOutbox,
   openSqlite,
   queryAll,
   queryOne,
   queryPage,
   type SqliteRow,
+  sqliteAuditOutbox,
   statement,
   text,
   textOrNull,
+  transaction,
 } from '@pm/kit'
 import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
 
 const SCHEMA = [
+  // Audit entries written with their change, until the relay has published them (DESIGN section 15).
+  ...AUDIT_OUTBOX_SCHEMA,
   `CREATE TABLE IF NOT EXISTS connections (
     id TEXT PRIMARY KEY, organization_id TEXT NOT NULL, name TEXT NOT NULL, provider TEXT NOT NULL,
     base_url TEXT, sealed_key TEXT NOT NULL, key_hint TEXT NOT NULL, models TEXT NOT NULL,
@@ -58,31 +65,46 @@ const toRun = (r: SqliteRow): RunRecord => JSON.parse(text(r.doc)) as RunRecord
 
 export class SqliteRunStore implements RunStore {
   private readonly db: DatabaseSync
+  private readonly outbox: AuditOutbox
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    this.outbox = sqliteAuditOutbox(() => this.db)
   }
 
-  async insertConnection(c: ConnectionRecord): Promise<void> {
-    this.db
-      .prepare(
-        `INSERT INTO connections (id, organization_id, name, provider, base_url, sealed_key, key_hint, models,
-         sealed_headers, header_names, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        c._id,
-        c.organizationId,
-        c.name,
-        c.provider,
-        c.baseUrl,
-        c.sealedKey,
-        c.keyHint,
-        JSON.stringify(c.models),
-        c.sealedHeaders,
-        JSON.stringify(c.headerNames),
-        c.createdAt,
-        c.updatedAt,
-      )
+  pendingAudit(limit: number): Promise<AuditEntry[]> {
+    return this.outbox.pendingAudit(limit)
+  }
+  markAuditSent(ids: string[], at: string): Promise<void> {
+    return this.outbox.markAuditSent(ids, at)
+  }
+  pruneAuditOutbox(before: string): Promise<number> {
+    return this.outbox.pruneAuditOutbox(before)
+  }
+
+  async insertConnection(c: ConnectionRecord, audit: AuditEntry[] = []): Promise<void> {
+    transaction(this.db, () => {
+      this.db
+        .prepare(
+          `INSERT INTO connections (id, organization_id, name, provider, base_url, sealed_key, key_hint, models,
+           sealed_headers, header_names, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(
+          c._id,
+          c.organizationId,
+          c.name,
+          c.provider,
+          c.baseUrl,
+          c.sealedKey,
+          c.keyHint,
+          JSON.stringify(c.models),
+          c.sealedHeaders,
+          JSON.stringify(c.headerNames),
+          c.createdAt,
+          c.updatedAt,
+        )
+      insertAuditOutbox(this.db, audit)
+    })
   }
 
   async listConnections(organizationId: string): Promise<ConnectionRecord[]> {
@@ -114,6 +136,7 @@ export class SqliteRunStore implements RunStore {
     organizationId: string,
     id: string,
     patch: ConnectionPatch,
+    audit: AuditEntry[] = [],
   ): Promise<ConnectionRecord | null> {
     const sets = ['updated_at = ?']
     const values: SQLInputValue[] = [patch.updatedAt]
@@ -123,17 +146,26 @@ export class SqliteRunStore implements RunStore {
       sets.push(`${column} = ?`)
       values.push(Array.isArray(value) ? JSON.stringify(value) : value)
     }
-    const result = this.db
-      .prepare(`UPDATE connections SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`)
-      .run(...values, id, organizationId)
-    return result.changes === 0 ? null : this.getConnection(organizationId, id)
+    return transaction(this.db, () => {
+      const result = this.db
+        .prepare(`UPDATE connections SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`)
+        .run(...values, id, organizationId)
+      if (result.changes === 0) return null
+      insertAuditOutbox(this.db, audit)
+      const row = queryOne(this.db, 'SELECT * FROM connections WHERE id = ?', id)
+      return row ? toConnection(row) : null
+    })
   }
 
-  async deleteConnection(organizationId: string, id: string): Promise<boolean> {
-    const result = this.db
-      .prepare('DELETE FROM connections WHERE id = ? AND organization_id = ?')
-      .run(id, organizationId)
-    return result.changes > 0
+  async deleteConnection(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
+    return transaction(this.db, () => {
+      const result = this.db
+        .prepare('DELETE FROM connections WHERE id = ? AND organization_id = ?')
+        .run(id, organizationId)
+      if (result.changes === 0) return false
+      insertAuditOutbox(this.db, audit)
+      return true
+    })
   }
 
   async insertRun(run: RunRecord): Promise<void> {

@@ -1,4 +1,5 @@
-import type { Provider, RunRecord } from '@pm/contracts'
+import type { AuditEntry, Provider, RunRecord } from '@pm/contracts'
+import type { AuditOutbox } from '@pm/kit'
 
 /** A provider connection as stored: the key and the extra headers sealed (SecretBox), bound to the record's id. */
 export interface ConnectionRecord {
@@ -30,18 +31,28 @@ export interface Page<T> {
   total: number
 }
 
-/** What the runs service keeps: connections and the run log, in SQLite or MongoDB. */
-export interface RunStore {
-  insertConnection(record: ConnectionRecord): Promise<void>
+/**
+ * What the runs service keeps: connections and the run log, in SQLite or MongoDB, and the audit
+ * outbox of connection changes.
+ */
+export interface RunStore extends AuditOutbox {
+  /**
+   * `audit`: the change's audit entries (DESIGN section 15), written into the audit outbox in the
+   * same transaction, and only when the change is made.
+   */
+  insertConnection(record: ConnectionRecord, audit?: AuditEntry[]): Promise<void>
   listConnections(organizationId: string): Promise<ConnectionRecord[]>
   countConnections(organizationId: string): Promise<number>
   getConnection(organizationId: string, id: string): Promise<ConnectionRecord | null>
+  /** Null when the connection is not in the organization (and no entry is written). */
   updateConnection(
     organizationId: string,
     id: string,
     patch: ConnectionPatch,
+    audit?: AuditEntry[],
   ): Promise<ConnectionRecord | null>
-  deleteConnection(organizationId: string, id: string): Promise<boolean>
+  /** False when the connection was not there (and no entry is written). */
+  deleteConnection(organizationId: string, id: string, audit?: AuditEntry[]): Promise<boolean>
   insertRun(run: RunRecord): Promise<void>
   /** The prompt's runs in the organization, newest first. */
   listRuns(organizationId: string, promptId: string, page: number, limit: number): Promise<Page<RunRecord>>

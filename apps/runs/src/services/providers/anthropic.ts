@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk'
 import type { RunParams, ToolCall } from '@pm/contracts'
+import { streamEndedEarly } from '../../domain/failure.ts'
 import type { Completion, ModelCall, ProviderAdapter, ProviderTarget } from './types.ts'
 
 type MessageParams = Anthropic.Messages.MessageCreateParamsNonStreaming
@@ -105,6 +106,8 @@ export class AnthropicAdapter implements ProviderAdapter {
     )
     let content = ''
     let finishReason = 'stop'
+    // message_stop, or a stop_reason: without either the answer was cut.
+    let ended = false
     const usage = { inputTokens: 0, outputTokens: 0 }
     const calls = new Map<number, ToolCall>()
     for await (const event of stream) {
@@ -131,14 +134,21 @@ export class AnthropicAdapter implements ProviderAdapter {
           }
           break
         case 'message_delta':
-          if (event.delta.stop_reason)
+          if (event.delta.stop_reason) {
             finishReason = FINISH[event.delta.stop_reason] ?? event.delta.stop_reason
+            ended = true
+          }
           usage.outputTokens = event.usage.output_tokens
+          break
+        case 'message_stop':
+          ended = true
           break
         default:
           break
       }
     }
+    // An aborted stream also ends without them: that is the caller's to tell (runs.ts).
+    if (!ended && !call.signal.aborted) throw streamEndedEarly('message_stop')
     // A tool called with no arguments streams none: its input is `{}`.
     const toolCalls = [...calls.values()].map((t) => ({ ...t, arguments: t.arguments || '{}' }))
     return { content, toolCalls, finishReason, usage }

@@ -1,5 +1,6 @@
 import type { ToolCall } from '@pm/contracts'
 import OpenAI from 'openai'
+import { streamEndedEarly } from '../../domain/failure.ts'
 import type { Completion, ModelCall, ProviderAdapter, ProviderTarget } from './types.ts'
 
 type ChatParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming
@@ -55,6 +56,8 @@ export class OpenAIAdapter implements ProviderAdapter {
     )
     let content = ''
     let finishReason = 'stop'
+    // A choice's finish_reason: without one the answer was cut.
+    let ended = false
     let usage = { inputTokens: 0, outputTokens: 0 }
     const calls = new Map<number, ToolCall>()
     for await (const chunk of stream) {
@@ -74,8 +77,13 @@ export class OpenAIAdapter implements ProviderAdapter {
         if (t.function?.arguments) known.arguments += t.function.arguments
         calls.set(t.index, known)
       }
-      if (choice.finish_reason) finishReason = choice.finish_reason
+      if (choice.finish_reason) {
+        finishReason = choice.finish_reason
+        ended = true
+      }
     }
+    // An aborted stream also ends without one: that is the caller's to tell (runs.ts).
+    if (!ended && !call.signal.aborted) throw streamEndedEarly('a finish_reason')
     return { content, toolCalls: [...calls.values()], finishReason, usage }
   }
 }
