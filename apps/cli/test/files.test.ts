@@ -116,6 +116,15 @@ describe('pm pull', () => {
     expect(JSON.parse(json.out).removed).toEqual([])
   })
 
+  it('writes no file outside its folder for a server that names a prompt with path characters', async () => {
+    const dir = join(home, 'hostile')
+    prompts = [{ _id: id(8), slug: '../escaped' }]
+    const res = await pull(dir)
+    expect(res.code).toBe(1)
+    expect(res.err).toContain('no slug')
+    expect(existsSync(join(home, 'escaped.prompt'))).toBe(false)
+  })
+
   it('reads a state file written before `pulled` existed: the files of its prompts', async () => {
     const dir = join(home, 'old-state')
     prompts = [{ _id: id(3), slug: 'stays' }]

@@ -7,6 +7,7 @@ import {
   type FileFormat,
   type ImportPlan,
   type ImportPlanItem,
+  SLUG_PATTERN,
 } from '@pm/contracts'
 import { createTwoFilesPatch } from 'diff'
 import { CommandError, type Context, clientFor, parse, UsageError } from '../context.ts'
@@ -19,6 +20,7 @@ import { CommandError, type Context, clientFor, parse, UsageError } from '../con
  */
 
 const STATE_FILE = '.pm-state.json'
+const SLUG = new RegExp(SLUG_PATTERN)
 const PAGE = 100
 
 interface State {
@@ -215,6 +217,13 @@ export async function pullCommand(ctx: Context, args: string[]): Promise<number>
   for (let page = 1; ; page++) {
     const list = await client.api.listPrompts({ query: { page, limit: PAGE } })
     for (const prompt of list.prompts) {
+      // A file name from the server: only a slug as the service makes them (no `/`, no `..`).
+      if (!SLUG.test(prompt.slug)) {
+        throw new CommandError(
+          'BAD_RESPONSE',
+          `the server named a prompt ${JSON.stringify(prompt.slug)}, which is no slug`,
+        )
+      }
       let text: string
       try {
         text = await client.api.exportPrompt({
