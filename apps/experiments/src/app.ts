@@ -81,6 +81,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     leaseMs: config.EXPERIMENT_LEASE_MS,
     pollMs: config.EXPERIMENT_POLL_MS,
     maxBackoffMs: config.EXPERIMENT_MAX_BACKOFF_MS,
+    maxRateLimited: config.EXPERIMENT_MAX_RATE_LIMITED_ATTEMPTS,
     onEnded: (exp, cannotRun) => (service ? service.ended(exp, cannotRun) : Promise.resolve()),
   })
   service = new ExperimentsService({

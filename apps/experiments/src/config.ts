@@ -26,6 +26,11 @@ export const ExperimentsConfigSchema = Type.Object({
   EXPERIMENT_CALL_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 130_000 }),
   /** The longest wait a provider's Retry-After is honoured for (a longer one waits this long). */
   EXPERIMENT_MAX_BACKOFF_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 60_000 }),
+  /**
+   * How many 429s one unit may be answered: the last one records the unit as failed ("the provider
+   * kept answering 429"), so a provider that always answers 429 ends the experiment.
+   */
+  EXPERIMENT_MAX_RATE_LIMITED_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 1_000, default: 20 }),
   /** Durable JetStream consumer of queued experiments, shared by every replica. */
   EXPERIMENT_CONSUMER: Type.String({
     minLength: 1,

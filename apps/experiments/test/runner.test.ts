@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { newId } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { RunAnswer, UnitExecutor } from '../src/services/clients.ts'
+import { RateLimitedError, type RunAnswer, type UnitExecutor } from '../src/services/clients.ts'
 import { Runner } from '../src/services/runner.ts'
 import { SqliteExperimentStore } from '../src/store/sqlite.ts'
 import { type ExperimentRecord, type UnitRecord, unitId } from '../src/store/types.ts'
@@ -75,6 +75,7 @@ async function seed(
     leaseToken: null,
     leaseUntil: null,
     notBefore: null,
+    rateLimited: 0,
     output: null,
     scores: {},
     evaluatorErrors: {},
@@ -115,6 +116,7 @@ describe('Runner', () => {
     store: SqliteExperimentStore,
     exp: ExperimentRecord,
     executor: UnitExecutor,
+    maxRateLimited = 20,
   ): Promise<string | undefined> {
     let ended: (cannotRun: string | undefined) => void = () => {}
     const finished = new Promise<string | undefined>((resolve) => {
@@ -129,6 +131,7 @@ describe('Runner', () => {
       leaseMs: 60,
       pollMs: 20,
       maxBackoffMs: 1_000,
+      maxRateLimited,
       onEnded: async (_exp, cannotRun) => ended(cannotRun),
     })
     runner.drive(exp._id, exp.organizationId)
@@ -162,6 +165,29 @@ describe('Runner', () => {
     await runOnce(store, exp, executor)
     expect([...executor.calls.values()]).toEqual([1, 1])
     expect(await store.countUnits(exp._id)).toEqual({ done: 2, pending: 0 })
+    await store.close()
+  })
+
+  it('a provider that always answers 429 ends the experiment: each unit fails at the cap', async () => {
+    const store = open()
+    const exp = await seed(store, 2)
+    const calls = new Map<unknown, number>()
+    const limited: UnitExecutor = {
+      async run(_caller, request) {
+        calls.set(request.variables.n, (calls.get(request.variables.n) ?? 0) + 1)
+        throw new RateLimitedError(1)
+      },
+      close: async () => {},
+    }
+    expect(await runOnce(store, exp, limited, 3)).toBeUndefined()
+    // Below the cap the unit was given back (Retry-After); the third 429 recorded it.
+    expect([...calls.values()]).toEqual([3, 3])
+    expect(await store.countUnits(exp._id)).toEqual({ done: 2, pending: 0 })
+    const units = await store.doneUnits(exp._id)
+    expect(units.map((u) => [u.error, u.rateLimited])).toEqual([
+      ['the provider kept answering 429 (rate limited) after 3 attempts', 2],
+      ['the provider kept answering 429 (rate limited) after 3 attempts', 2],
+    ])
     await store.close()
   })
 

@@ -103,6 +103,7 @@ for (const backend of backends) {
           leaseToken: null,
           leaseUntil: null,
           notBefore: null,
+          rateLimited: 0,
           output: null,
           scores: {},
           evaluatorErrors: {},
@@ -114,7 +115,7 @@ for (const backend of backends) {
           finishedAt: null,
         })),
       )
-      await store.createExperiment(exp, units)
+      expect(await store.createExperiment(exp, units)).toBe(true)
       return exp
     }
 
@@ -198,7 +199,6 @@ for (const backend of backends) {
       expect(await store.claimUnits(exp._id, 1, at(500), at(600), 'b')).toHaveLength(0)
       expect(await store.claimUnits(exp._id, 1, at(1_000), at(2_000), 'b')).toHaveLength(1)
       expect((await store.activeExperiments()).map((e) => e._id)).toContain(exp._id)
-      expect(await store.activeOnDataset(datasetId)).toBe(1)
       expect(await store.transition(exp._id, ['queued'], 'running')).toBe(false)
       expect(
         await store.transition(exp._id, ['running'], 'cancelled', { finishedAt: at(3), summary: [] }),
@@ -210,6 +210,36 @@ for (const backend of backends) {
       expect(await store.unannounced()).toEqual([])
       expect((await store.listExperiments(org, { page: 1, limit: 5 }, 'a'.repeat(24))).total).toBe(1)
       expect((await store.listExperiments(org, { page: 1, limit: 5 }, 'b'.repeat(24))).total).toBe(0)
+    })
+
+    it('a 429 is counted on the unit; a cancelled experiment’s pending units are never recorded', async () => {
+      const { org, datasetId } = await seed(2)
+      const exp = await experiment(org, datasetId, 1)
+      const [u1, u2] = await store.claimUnits(exp._id, 2, at(0), at(60_000), 'a')
+      if (!u1 || !u2) throw new Error('no units')
+      await store.releaseUnit(u1._id, 'a', at(10), true)
+      await store.releaseUnit(u1._id, 'someone-else', at(10), true)
+      const [again] = await store.claimUnits(exp._id, 1, at(20), at(60_000), 'a')
+      expect([again?._id, again?.rateLimited]).toEqual([u1._id, 1])
+      expect(await store.completeUnit(u2._id, done('x'))).toBe(true)
+      await store.cancelUnits(exp._id)
+      expect(await store.completeUnit(u1._id, done('late'))).toBe(false)
+      expect(await store.claimUnits(exp._id, 2, at(90_000), at(99_000), 'b')).toEqual([])
+      expect(await store.countUnits(exp._id)).toEqual({ done: 1, pending: 0 })
+    })
+
+    it('a dataset with a queued or running experiment is not deleted; an experiment needs its dataset', async () => {
+      const { org, datasetId } = await seed(1)
+      const exp = await experiment(org, datasetId, 1)
+      expect(await store.deleteDataset(newId(), datasetId)).toBe('not-found')
+      expect(await store.deleteDataset(org, datasetId)).toBe('in-use')
+      expect(await store.getDataset(org, datasetId)).not.toBeNull()
+      await store.transition(exp._id, ['running'], 'cancelled')
+      expect(await store.deleteDataset(org, datasetId)).toBe('deleted')
+      expect(await store.deleteDataset(org, datasetId)).toBe('not-found')
+      const late = { ...exp, _id: newId() }
+      expect(await store.createExperiment(late, [])).toBe(false)
+      expect(await store.getExperiment(org, late._id)).toBeNull()
     })
   })
 }

@@ -171,9 +171,6 @@ export class ExperimentsService {
     audit?: AuditContext,
   ): Promise<{ _id: string; deleted: true }> {
     const current = await this.dataset(organizationId, id)
-    if ((await this.opts.store.activeOnDataset(id)) > 0) {
-      throw new AppError('CONFLICT', 'an experiment on this dataset is queued or running: cancel it first')
-    }
     const entries = this.audit(
       audit,
       organizationId,
@@ -181,8 +178,11 @@ export class ExperimentsService {
       { type: 'dataset', id },
       () => `deleted the dataset "${current.name}" with its ${current.itemCount} items`,
     )
-    if (!(await this.opts.store.deleteDataset(organizationId, id, entries)))
-      throw new AppError('NOT_FOUND', 'dataset not found')
+    // The store checks for an active experiment in the delete's own transaction.
+    const outcome = await this.opts.store.deleteDataset(organizationId, id, entries)
+    if (outcome === 'not-found') throw new AppError('NOT_FOUND', 'dataset not found')
+    if (outcome === 'in-use')
+      throw new AppError('CONFLICT', 'an experiment on this dataset is queued or running: cancel it first')
     this.audited(entries)
     return { _id: id, deleted: true }
   }
@@ -326,10 +326,13 @@ export class ExperimentsService {
     for (const [i, v] of body.variants.entries())
       await this.opts.prompts.checkVariant(signed, requestId, v, i)
     const items = await store.allItems(dataset._id)
-    if (items.length === 0)
+    if (items.length === 0) {
+      // Deleted while the variants were checked: not found, rather than empty.
+      await this.dataset(organizationId, dataset._id)
       throw new AppError('VALIDATION_ERROR', 'the dataset has no items', {
         errors: [{ path: '/body/datasetId', message: 'empty dataset' }],
       })
+    }
     const now = new Date().toISOString()
     const experiment: ExperimentRecord = {
       _id: newId(),
@@ -366,6 +369,7 @@ export class ExperimentsService {
           leaseToken: null,
           leaseUntil: null,
           notBefore: null,
+          rateLimited: 0,
           output: null,
           scores: {},
           evaluatorErrors: {},
@@ -388,7 +392,9 @@ export class ExperimentsService {
           body.variants.length === 1 ? 'variant' : 'variants'
         } × ${items.length} items`,
     )
-    await store.createExperiment(experiment, units, entries)
+    // Deleted since its items were read: no experiment on nothing (every unit would fail).
+    if (!(await store.createExperiment(experiment, units, entries)))
+      throw new AppError('NOT_FOUND', 'dataset not found')
     this.audited(entries)
     // The job: a durable message any replica's consumer takes (the store's scan is the net).
     await this.opts.bus
@@ -418,7 +424,25 @@ export class ExperimentsService {
     for (const exp of await this.opts.store.activeExperiments()) {
       if (!this.opts.runner.isDriving(exp._id)) await this.take(exp._id)
     }
-    for (const exp of await this.opts.store.unannounced()) await this.announce(exp)
+    for (const exp of await this.opts.store.unannounced()) {
+      // A cancel that a crash interrupted before its summary was frozen.
+      await this.announce(
+        exp.status === 'cancelled' && exp.summary === null ? await this.freezeCancelled(exp) : exp,
+      )
+    }
+  }
+
+  /**
+   * A cancelled experiment's last pending units are cancelled (none is recorded after), then its
+   * summary is frozen from the units done: `progress.done` and the summary count the same units,
+   * whichever replica recorded a unit during the cancel.
+   */
+  private async freezeCancelled(exp: ExperimentRecord): Promise<ExperimentRecord> {
+    const { store } = this.opts
+    await store.cancelUnits(exp._id)
+    const summary = summarize(exp.variants, evaluatorNames(exp.evaluators), await store.doneUnits(exp._id))
+    await store.transition(exp._id, ['cancelled'], 'cancelled', { summary })
+    return { ...exp, summary }
   }
 
   private async summaryOf(exp: ExperimentRecord) {
@@ -517,7 +541,6 @@ export class ExperimentsService {
 
   async cancel(organizationId: string, id: string, audit?: AuditContext): Promise<Experiment> {
     const exp = await this.experiment(organizationId, id)
-    const summary = await this.summaryOf(exp)
     const entries = this.audit(
       audit,
       organizationId,
@@ -525,17 +548,18 @@ export class ExperimentsService {
       { type: 'experiment', id },
       () => `cancelled the experiment "${exp.name}" (it was ${exp.status})`,
     )
+    // No summary yet: it is frozen once no unit can be recorded any more (freezeCancelled).
     const moved = await this.opts.store.transition(
       id,
       ['queued', 'running'],
       'cancelled',
-      { finishedAt: new Date().toISOString(), summary },
+      { finishedAt: new Date().toISOString() },
       entries,
     )
     if (!moved) throw new AppError('CONFLICT', `the experiment has already ended (${exp.status})`)
     this.audited(entries)
     this.opts.runner.stop(id)
-    const fresh = await this.experiment(organizationId, id)
+    const fresh = await this.freezeCancelled(await this.experiment(organizationId, id))
     await this.announce(fresh)
     return this.view(fresh)
   }

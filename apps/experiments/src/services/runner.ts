@@ -21,6 +21,11 @@ export interface RunnerOptions {
   pollMs: number
   maxBackoffMs: number
   /**
+   * A unit the provider answered 429 this many times is recorded with an error rather than given
+   * back again: a provider that always answers 429 ends the experiment.
+   */
+  maxRateLimited: number
+  /**
    * Called once an experiment has ended (completed, failed), or cannot run (`cannotRun` says why:
    * it fails): freezes and announces it.
    */
@@ -42,7 +47,8 @@ const iso = (ms: number) => new Date(ms).toISOString()
  * never run it at once) that is renewed at every tick while it runs here, run through the
  * executor, scored, and recorded with a write that only a pending unit takes (so a unit
  * repeated after a crash is counted once). A 429 gives the unit back, due after the provider's
- * Retry-After, and pauses the experiment that long: nothing is lost. Each experiment has at most
+ * Retry-After, and pauses the experiment that long: nothing is lost, up to `maxRateLimited` 429s
+ * for one unit, after which it is recorded as failed. Each experiment has at most
  * its `concurrency` units in flight, each organization `orgConcurrency`; the experiment's status
  * is read again at every step, so a cancel stops new units within one poll (`pollMs`), at once
  * on the replica that took the cancel.
@@ -243,24 +249,31 @@ export class Runner {
         finishedAt: new Date().toISOString(),
       }
     } catch (err) {
-      if (err instanceof RateLimitedError) {
+      const rateLimited = err instanceof RateLimitedError
+      if (rateLimited && unit.rateLimited + 1 >= this.opts.maxRateLimited) {
+        result = {
+          ...blank,
+          error: `the provider kept answering 429 (rate limited) after ${unit.rateLimited + 1} attempts`,
+          finishedAt: new Date().toISOString(),
+        }
+      } else if (rateLimited) {
         const wait = Math.min(err.retryAfterMs, this.opts.maxBackoffMs)
         d.backoffUntil = Math.max(d.backoffUntil, Date.now() + wait)
         this.opts.log.info(
           { experimentId: exp._id, waitMs: wait },
           'provider rate limit: the experiment backs off',
         )
-        await store.releaseUnit(unit._id, this.token, iso(Date.now() + wait))
+        await store.releaseUnit(unit._id, this.token, iso(Date.now() + wait), true)
         return
-      }
-      if (signal.aborted) {
+      } else if (signal.aborted) {
         await store.releaseUnit(unit._id, this.token, null)
         return
-      }
-      result = {
-        ...blank,
-        error: (err as Error).message.slice(0, 2_000),
-        finishedAt: new Date().toISOString(),
+      } else {
+        result = {
+          ...blank,
+          error: (err as Error).message.slice(0, 2_000),
+          finishedAt: new Date().toISOString(),
+        }
       }
     }
     // Cancelled while the call was made: the answer is dropped, as a cancel promises.

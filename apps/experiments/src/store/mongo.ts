@@ -1,9 +1,10 @@
 import type { AuditEntry, ExperimentStatus } from '@pm/contracts'
-import { MongoAuditOutbox, TRANSACTION_OPTIONS } from '@pm/kit/mongo'
-import type { ClientSession, Collection, Db, Filter, MongoClient } from 'mongodb'
+import { MongoAuditOutbox, mongoTransaction } from '@pm/kit/mongo'
+import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AddItemsOutcome,
   DatasetRecord,
+  DeleteDatasetOutcome,
   ExperimentRecord,
   ExperimentStore,
   ItemRecord,
@@ -14,11 +15,17 @@ import type {
   UnitResult,
 } from './types.ts'
 
-type DatasetDoc = DatasetRecord & { nextPosition: number }
+/**
+ * `lastExperimentId`: written by every experiment's creation, so that it and the dataset's delete
+ * write the same document and one of the two transactions aborts (write conflict) and is retried.
+ */
+type DatasetDoc = DatasetRecord & { nextPosition: number; lastExperimentId?: string }
 type ExperimentDoc = ExperimentRecord & { promptIds: string[] }
 
 const ACTIVE: ExperimentStatus[] = ['queued', 'running']
 const ENDED: ExperimentStatus[] = ['completed', 'failed', 'cancelled']
+
+const toDataset = (doc: DatasetDoc): DatasetRecord => withoutDoc(doc, 'nextPosition', 'lastExperimentId')
 
 function withoutDoc<T extends object, K extends string>(doc: T, ...keys: K[]): Omit<T, K> {
   const copy = { ...doc } as Record<string, unknown>
@@ -78,28 +85,12 @@ export class MongoExperimentStore implements ExperimentStore {
     ])
   }
 
-  private async inTransaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
-    const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
-    try {
-      let result: T | undefined
-      let done = false
-      await session.withTransaction(async () => {
-        result = await fn(session)
-        done = true
-      })
-      if (!done) throw new Error('transaction did not run')
-      return result as T
-    } finally {
-      await session.endSession()
-    }
-  }
-
   async createDataset(d: DatasetRecord, audit: AuditEntry[] = []): Promise<void> {
     if (audit.length === 0) {
       await this.datasets.insertOne({ ...d, itemCount: 0, nextPosition: 1 })
       return
     }
-    await this.inTransaction(async (session) => {
+    await mongoTransaction(this.client, async (session) => {
       await this.datasets.insertOne({ ...d, itemCount: 0, nextPosition: 1 }, { session })
       await this.auditOutbox.insert(audit, session)
     })
@@ -107,7 +98,7 @@ export class MongoExperimentStore implements ExperimentStore {
 
   async getDataset(organizationId: string, id: string): Promise<DatasetRecord | null> {
     const doc = await this.datasets.findOne({ _id: id, organizationId })
-    return doc ? withoutDoc(doc, 'nextPosition') : null
+    return doc ? toDataset(doc) : null
   }
 
   async listDatasets(organizationId: string, p: PageArgs): Promise<Page<DatasetRecord>> {
@@ -121,7 +112,7 @@ export class MongoExperimentStore implements ExperimentStore {
         .toArray(),
       this.datasets.countDocuments(filter),
     ])
-    return { rows: docs.map((d) => withoutDoc(d, 'nextPosition')), total }
+    return { rows: docs.map(toDataset), total }
   }
 
   async updateDataset(
@@ -139,9 +130,9 @@ export class MongoExperimentStore implements ExperimentStore {
         { $set: set },
         { returnDocument: 'after' },
       )
-      return doc ? withoutDoc(doc, 'nextPosition') : null
+      return doc ? toDataset(doc) : null
     }
-    return this.inTransaction(async (session) => {
+    return mongoTransaction(this.client, async (session) => {
       const doc = await this.datasets.findOneAndUpdate(
         { _id: id, organizationId },
         { $set: set },
@@ -149,17 +140,31 @@ export class MongoExperimentStore implements ExperimentStore {
       )
       if (!doc) return null
       await this.auditOutbox.insert(audit, session)
-      return withoutDoc(doc, 'nextPosition')
+      return toDataset(doc)
     })
   }
 
-  async deleteDataset(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
-    return this.inTransaction(async (session) => {
+  async deleteDataset(
+    organizationId: string,
+    id: string,
+    audit: AuditEntry[] = [],
+  ): Promise<DeleteDatasetOutcome> {
+    return mongoTransaction(this.client, async (session): Promise<DeleteDatasetOutcome> => {
+      // A snapshot read: an experiment created after it is not seen here, but its creation wrote
+      // the dataset's document, so the delete below conflicts and the whole transaction reruns.
+      const active = await this.experiments.countDocuments(
+        { datasetId: id, status: { $in: ACTIVE } },
+        { session, limit: 1 },
+      )
+      if (active > 0) {
+        const exists = await this.datasets.countDocuments({ _id: id, organizationId }, { session, limit: 1 })
+        return exists === 0 ? 'not-found' : 'in-use'
+      }
       const r = await this.datasets.deleteOne({ _id: id, organizationId }, { session })
-      if (r.deletedCount !== 1) return false
+      if (r.deletedCount !== 1) return 'not-found'
       await this.items.deleteMany({ datasetId: id }, { session })
       await this.auditOutbox.insert(audit, session)
-      return true
+      return 'deleted'
     })
   }
 
@@ -170,7 +175,7 @@ export class MongoExperimentStore implements ExperimentStore {
     max: number,
     audit: AuditEntry[] = [],
   ): Promise<AddItemsOutcome> {
-    return this.inTransaction(async (session): Promise<AddItemsOutcome> => {
+    return mongoTransaction(this.client, async (session): Promise<AddItemsOutcome> => {
       // The count and the positions move together, conditioned on the bound: a concurrent add
       // either sees this one's count or aborts the transaction (write conflict) and is retried.
       const d = await this.datasets.findOneAndUpdate(
@@ -226,7 +231,7 @@ export class MongoExperimentStore implements ExperimentStore {
     itemId: string,
     audit: AuditEntry[] = [],
   ): Promise<boolean> {
-    return this.inTransaction(async (session) => {
+    return mongoTransaction(this.client, async (session) => {
       const r = await this.items.deleteOne({ _id: itemId, datasetId, organizationId }, { session })
       if (r.deletedCount !== 1) return false
       await this.datasets.updateOne(
@@ -239,8 +244,20 @@ export class MongoExperimentStore implements ExperimentStore {
     })
   }
 
-  async createExperiment(e: ExperimentRecord, units: UnitRecord[], audit: AuditEntry[] = []): Promise<void> {
-    await this.inTransaction(async (session) => {
+  async createExperiment(
+    e: ExperimentRecord,
+    units: UnitRecord[],
+    audit: AuditEntry[] = [],
+  ): Promise<boolean> {
+    return mongoTransaction(this.client, async (session) => {
+      // The dataset's document is written first (a conflict with its delete shows at once): a
+      // delete committed before this transaction leaves nothing to match, and nothing is written.
+      const dataset = await this.datasets.updateOne(
+        { _id: e.datasetId, organizationId: e.organizationId },
+        { $set: { lastExperimentId: e._id } },
+        { session },
+      )
+      if (dataset.matchedCount !== 1) return false
       await this.experiments.insertOne(
         { ...e, promptIds: [...new Set(e.variants.map((v) => v.promptId))] },
         { session },
@@ -250,6 +267,7 @@ export class MongoExperimentStore implements ExperimentStore {
         await this.units.insertMany(units.slice(i, i + 5_000), { session, ordered: true })
       }
       await this.auditOutbox.insert(audit, session)
+      return true
     })
   }
 
@@ -295,7 +313,7 @@ export class MongoExperimentStore implements ExperimentStore {
       const r = await this.experiments.updateOne({ _id: id, status: { $in: [...from] } }, { $set: set })
       return r.modifiedCount === 1
     }
-    return this.inTransaction(async (session) => {
+    return mongoTransaction(this.client, async (session) => {
       const r = await this.experiments.updateOne(
         { _id: id, status: { $in: [...from] } },
         { $set: set },
@@ -313,10 +331,6 @@ export class MongoExperimentStore implements ExperimentStore {
       .sort({ createdAt: 1 })
       .toArray()
     return docs.map((d) => withoutDoc(d, 'promptIds'))
-  }
-
-  async activeOnDataset(datasetId: string): Promise<number> {
-    return this.experiments.countDocuments({ datasetId, status: { $in: ACTIVE } })
   }
 
   async unannounced(): Promise<ExperimentRecord[]> {
@@ -350,7 +364,8 @@ export class MongoExperimentStore implements ExperimentStore {
         { sort: { position: 1, variant: 1 }, returnDocument: 'after' },
       )
       if (!doc) break
-      claimed.push(doc)
+      // A unit written before the 429 count was kept has none.
+      claimed.push({ ...doc, rateLimited: doc.rateLimited ?? 0 })
     }
     return claimed
   }
@@ -363,10 +378,20 @@ export class MongoExperimentStore implements ExperimentStore {
     )
   }
 
-  async releaseUnit(id: string, token: string, notBefore: string | null): Promise<void> {
+  async releaseUnit(id: string, token: string, notBefore: string | null, rateLimited = false): Promise<void> {
     await this.units.updateOne(
       { _id: id, leaseToken: token, status: 'pending' },
-      { $set: { leaseToken: null, leaseUntil: null, notBefore } },
+      {
+        $set: { leaseToken: null, leaseUntil: null, notBefore },
+        ...(rateLimited ? { $inc: { rateLimited: 1 } } : {}),
+      },
+    )
+  }
+
+  async cancelUnits(experimentId: string): Promise<void> {
+    await this.units.updateMany(
+      { experimentId, status: 'pending' },
+      { $set: { status: 'cancelled', leaseToken: null, leaseUntil: null } },
     )
   }
 

@@ -3,6 +3,7 @@ import type { AuditEntry, ExperimentStatus } from '@pm/contracts'
 import {
   AUDIT_OUTBOX_SCHEMA,
   type AuditOutbox,
+  addColumnIfMissing,
   closeSqlite,
   insertAuditOutbox,
   openSqlite,
@@ -17,6 +18,7 @@ import {
 import type {
   AddItemsOutcome,
   DatasetRecord,
+  DeleteDatasetOutcome,
   ExperimentRecord,
   ExperimentStore,
   ItemRecord,
@@ -117,6 +119,7 @@ const toUnit = (r: Row): UnitRecord => ({
   leaseToken: sOrNull(r.lease_token),
   leaseUntil: sOrNull(r.lease_until),
   notBefore: sOrNull(r.not_before),
+  rateLimited: Number(r.rate_limited ?? 0),
   output: sOrNull(r.output),
   scores: json(r.scores),
   evaluatorErrors: json(r.evaluator_errors),
@@ -154,6 +157,7 @@ export class SqliteExperimentStore implements ExperimentStore {
 
   constructor(file: string) {
     this.db = openSqlite(file, SCHEMA)
+    addColumnIfMissing(this.db, 'units', 'rate_limited', 'INTEGER NOT NULL DEFAULT 0')
     this.outbox = sqliteAuditOutbox(() => this.db)
   }
 
@@ -219,15 +223,29 @@ export class SqliteExperimentStore implements ExperimentStore {
     })
   }
 
-  async deleteDataset(organizationId: string, id: string, audit: AuditEntry[] = []): Promise<boolean> {
-    return transaction(this.db, () => {
-      const gone = this.db
-        .prepare('DELETE FROM datasets WHERE id = ? AND organization_id = ?')
-        .run(id, organizationId)
-      if (Number(gone.changes) === 0) return false
+  async deleteDataset(
+    organizationId: string,
+    id: string,
+    audit: AuditEntry[] = [],
+  ): Promise<DeleteDatasetOutcome> {
+    return transaction(this.db, (): DeleteDatasetOutcome => {
+      const active = queryOne(
+        this.db,
+        "SELECT 1 AS n FROM experiments WHERE dataset_id = ? AND status IN ('queued', 'running') LIMIT 1",
+        id,
+      )
+      const exists = queryOne(
+        this.db,
+        'SELECT 1 AS n FROM datasets WHERE id = ? AND organization_id = ?',
+        id,
+        organizationId,
+      )
+      if (!exists) return 'not-found'
+      if (active) return 'in-use'
+      this.db.prepare('DELETE FROM datasets WHERE id = ?').run(id)
       this.db.prepare('DELETE FROM items WHERE dataset_id = ?').run(id)
       insertAuditOutbox(this.db, audit)
-      return true
+      return 'deleted'
     })
   }
 
@@ -314,8 +332,20 @@ export class SqliteExperimentStore implements ExperimentStore {
     })
   }
 
-  async createExperiment(e: ExperimentRecord, units: UnitRecord[], audit: AuditEntry[] = []): Promise<void> {
-    transaction(this.db, () => {
+  async createExperiment(
+    e: ExperimentRecord,
+    units: UnitRecord[],
+    audit: AuditEntry[] = [],
+  ): Promise<boolean> {
+    return transaction(this.db, () => {
+      // In the transaction that a dataset's delete also takes: the delete sees this experiment.
+      const dataset = queryOne(
+        this.db,
+        'SELECT 1 AS n FROM datasets WHERE id = ? AND organization_id = ?',
+        e.datasetId,
+        e.organizationId,
+      )
+      if (!dataset) return false
       this.db
         .prepare(
           `INSERT INTO experiments (id, organization_id, name, dataset_id, variants, prompt_ids, connection_id, model, params,
@@ -352,6 +382,7 @@ export class SqliteExperimentStore implements ExperimentStore {
       for (const u of units)
         insert.run(u._id, u.experimentId, u.organizationId, u.itemId, u.position, u.variant)
       insertAuditOutbox(this.db, audit)
+      return true
     })
   }
 
@@ -417,16 +448,6 @@ export class SqliteExperimentStore implements ExperimentStore {
     ).map(toExperiment)
   }
 
-  async activeOnDataset(datasetId: string): Promise<number> {
-    return Number(
-      queryOne(
-        this.db,
-        "SELECT COUNT(*) AS n FROM experiments WHERE dataset_id = ? AND status IN ('queued', 'running')",
-        datasetId,
-      )?.n ?? 0,
-    )
-  }
-
   async unannounced(): Promise<ExperimentRecord[]> {
     return queryAll(
       this.db,
@@ -471,12 +492,20 @@ export class SqliteExperimentStore implements ExperimentStore {
       .run(leaseUntil, ...ids, token)
   }
 
-  async releaseUnit(id: string, token: string, notBefore: string | null): Promise<void> {
+  async releaseUnit(id: string, token: string, notBefore: string | null, rateLimited = false): Promise<void> {
     this.db
       .prepare(
-        "UPDATE units SET lease_token = NULL, lease_until = NULL, not_before = ? WHERE id = ? AND lease_token = ? AND status = 'pending'",
+        "UPDATE units SET lease_token = NULL, lease_until = NULL, not_before = ?, rate_limited = rate_limited + ? WHERE id = ? AND lease_token = ? AND status = 'pending'",
       )
-      .run(notBefore, id, token)
+      .run(notBefore, rateLimited ? 1 : 0, id, token)
+  }
+
+  async cancelUnits(experimentId: string): Promise<void> {
+    this.db
+      .prepare(
+        "UPDATE units SET status = 'cancelled', lease_token = NULL, lease_until = NULL WHERE experiment_id = ? AND status = 'pending'",
+      )
+      .run(experimentId)
   }
 
   async completeUnit(id: string, r: UnitResult): Promise<boolean> {

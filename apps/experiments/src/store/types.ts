@@ -65,11 +65,14 @@ export interface UnitRecord {
   itemId: string
   position: number
   variant: number
-  status: 'pending' | 'done'
+  /** `cancelled`: still pending when its experiment was cancelled; never run or recorded after. */
+  status: 'pending' | 'done' | 'cancelled'
   leaseToken: string | null
   leaseUntil: string | null
   /** Not to be claimed before (a provider's Retry-After). */
   notBefore: string | null
+  /** How many times the provider answered 429 for it (bounded: EXPERIMENT_MAX_RATE_LIMITED_ATTEMPTS). */
+  rateLimited: number
   output: string | null
   scores: Record<string, number | null>
   evaluatorErrors: Record<string, string>
@@ -101,6 +104,9 @@ export function unitId(experimentId: string, itemId: string, variant: number): s
 
 export type AddItemsOutcome = { itemCount: number } | 'not-found' | 'too-many'
 
+/** `in-use`: an experiment on it is queued or running, so nothing was deleted. */
+export type DeleteDatasetOutcome = 'deleted' | 'not-found' | 'in-use'
+
 /**
  * Datasets, items, experiments and their units: SQLite in the embedded default, MongoDB otherwise;
  * and the audit outbox of their changes.
@@ -119,8 +125,11 @@ export interface ExperimentStore extends AuditOutbox {
     patch: Partial<Pick<DatasetRecord, 'name' | 'description'>> & { updatedAt: string },
     audit?: AuditEntry[],
   ): Promise<DatasetRecord | null>
-  /** Deletes the dataset and its items. */
-  deleteDataset(organizationId: string, id: string, audit?: AuditEntry[]): Promise<boolean>
+  /**
+   * Deletes the dataset and its items, unless an experiment on it is queued or running: the check
+   * and the delete are one transaction, so an experiment created meanwhile is seen (or refused).
+   */
+  deleteDataset(organizationId: string, id: string, audit?: AuditEntry[]): Promise<DeleteDatasetOutcome>
   /** Adds every item or none: none when the dataset would pass `max` items. */
   addItems(
     organizationId: string,
@@ -140,8 +149,11 @@ export interface ExperimentStore extends AuditOutbox {
     audit?: AuditEntry[],
   ): Promise<boolean>
 
-  /** The experiment and its pending units, written together. */
-  createExperiment(experiment: ExperimentRecord, units: UnitRecord[], audit?: AuditEntry[]): Promise<void>
+  /**
+   * The experiment and its pending units, written together; nothing, and false, when its dataset
+   * (of its organization) is no longer there (deleted since its items were read).
+   */
+  createExperiment(experiment: ExperimentRecord, units: UnitRecord[], audit?: AuditEntry[]): Promise<boolean>
   getExperiment(organizationId: string | null, id: string): Promise<ExperimentRecord | null>
   listExperiments(organizationId: string, page: PageArgs, promptId?: string): Promise<Page<ExperimentRecord>>
   /** Moves the status from one of `from` to `to` (with the other fields); false when it was not in `from`. */
@@ -154,7 +166,6 @@ export interface ExperimentStore extends AuditOutbox {
   ): Promise<boolean>
   /** Experiments queued or running (resumed at start, polled by the runner). */
   activeExperiments(): Promise<ExperimentRecord[]>
-  activeOnDataset(datasetId: string): Promise<number>
   /** Ended experiments whose event was not handed to the bus yet. */
   unannounced(): Promise<ExperimentRecord[]>
   markAnnounced(id: string): Promise<void>
@@ -169,8 +180,16 @@ export interface ExperimentStore extends AuditOutbox {
   ): Promise<UnitRecord[]>
   /** Extends the leases this token holds on these pending units (the units still in flight). */
   renewLeases(ids: readonly string[], token: string, leaseUntil: string): Promise<void>
-  /** Gives a unit back (a 429, a cancel): due again at `notBefore`, or at once. */
-  releaseUnit(id: string, token: string, notBefore: string | null): Promise<void>
+  /**
+   * Gives a unit back (a 429, a cancel): due again at `notBefore`, or at once. `rateLimited`: the
+   * provider answered 429, counted on the unit.
+   */
+  releaseUnit(id: string, token: string, notBefore: string | null, rateLimited?: boolean): Promise<void>
+  /**
+   * A cancelled experiment's pending units become `cancelled`, so that none is recorded after
+   * (`completeUnit` takes only a pending one) and the frozen summary holds every unit done.
+   */
+  cancelUnits(experimentId: string): Promise<void>
   /** Records a unit's result once: false when it was already done (a repeat after a crash). */
   completeUnit(id: string, result: UnitResult): Promise<boolean>
   countUnits(experimentId: string): Promise<{ done: number; pending: number }>
