@@ -1,6 +1,7 @@
 import { type AuditEntry, type AuditList, type Prompt, type PromptVersion, SUBJECTS } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { PromptsService } from '../src/services/prompts.ts'
 import { type Harness, harness } from './helpers.ts'
 
 // One service for the file; each test uses a workspace of its own.
@@ -213,5 +214,47 @@ describe('audit log', () => {
     const { entries } = await auditLog(w, '?action=apiKey.created')
     expect(entries).toEqual([created])
     expect((await auditLog(w, '?action=webhook.deleted')).entries).toEqual([hook])
+  })
+
+  it('exports by cursor: entries written during an export are neither listed twice nor make others skipped', async () => {
+    const w = workspace()
+    const service = new PromptsService(t.store, t.bus, () => {})
+    const entry = (at: string): AuditEntry => ({
+      id: newId(),
+      at,
+      organizationId: w.org,
+      actor: { type: 'user', id: w.user, name: 'Olga' },
+      action: 'prompt.updated',
+      resource: { type: 'prompt', id: newId() },
+      requestId: 'r-1',
+      ip: '203.0.113.7',
+      summary: 'updated',
+    })
+    // Seven entries, three of them in one millisecond (the walk's tie is broken by id).
+    const before: AuditEntry[] = []
+    for (const at of ['01', '02', '03', '03', '03', '04', '05']) {
+      const e = entry(`2026-12-04T10:00:00.0${at}Z`)
+      before.push(e)
+      await t.store.ingestAudit(e)
+    }
+    const exported: string[] = []
+    let pages = 0
+    for await (const entries of service.exportAudit({ organizationId: w.org }, { pageSize: 3 })) {
+      exported.push(...entries.map((e) => e.id))
+      // Written while the export runs: newer than all of it, which shifts an offset's pages.
+      if (pages++ < 2) for (let i = 0; i < 2; i++) await t.store.ingestAudit(entry(new Date().toISOString()))
+    }
+    expect(new Set(exported).size).toBe(exported.length)
+    expect(exported).toEqual(
+      [...before]
+        .sort((a, b) => (a.at === b.at ? (a.id < b.id ? -1 : 1) : a.at < b.at ? -1 : 1))
+        .reverse()
+        .map((e) => e.id),
+    )
+    // `max` bounds the walk.
+    const first: string[] = []
+    for await (const entries of service.exportAudit({ organizationId: w.org }, { pageSize: 3, max: 4 }))
+      first.push(...entries.map((e) => e.id))
+    expect(first).toHaveLength(4)
   })
 })

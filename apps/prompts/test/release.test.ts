@@ -1,6 +1,7 @@
 import type { EnvironmentHistory, Environments, Pin, Prompt, PromptVersion } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { promoteDate } from '../src/services/prompts.ts'
 import { type Harness, harness } from './helpers.ts'
 
 // One service for the file; each test makes its own prompt.
@@ -231,6 +232,61 @@ describe('history and rollback', () => {
       headers: t.as(),
     })
     expect(preview.json<EnvironmentHistory>().entries).toEqual([])
+  })
+
+  it('racing promotes leave the pin equal to the newest history entry', async () => {
+    const { prompt } = await promptWithVersions(2)
+    // Promote A is held just before its write while promote B runs whole, as on two replicas.
+    let reached!: () => void
+    const atWrite = new Promise<void>((resolve) => {
+      reached = resolve
+    })
+    let release!: () => void
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const setPin = t.store.setPin.bind(t.store)
+    const spy = vi.spyOn(t.store, 'setPin').mockImplementationOnce(async (...args) => {
+      reached()
+      await held
+      return setPin(...args)
+    })
+    // One millisecond for both: A's date, read before B's promote, is no later than B's.
+    vi.useFakeTimers({ toFake: ['Date'], now: new Date('2026-12-04T12:00:00.000Z') })
+    try {
+      const a = promote(prompt._id, { version: 1 })
+      await atWrite
+      expect((await promote(prompt._id, { version: 2 })).statusCode).toBe(200)
+      release()
+      expect((await a).statusCode).toBe(200)
+    } finally {
+      vi.useRealTimers()
+      spy.mockRestore()
+    }
+    const get = (url: string) => t.app.inject({ method: 'GET', url, headers: t.as() })
+    const pin = (await get(`/api/v1/prompts/${prompt._id}/environments`)).json<Environments>().production
+    const { entries } = (
+      await get(`/api/v1/prompts/${prompt._id}/environments/production/history`)
+    ).json<EnvironmentHistory>()
+    expect(pin).toMatchObject({ version: 1 })
+    expect(entries.map((e) => e.version)).toEqual([1, 2])
+    expect(entries[0]?.promotedAt).toBe(pin?.promotedAt)
+    expect(Date.parse(entries[0]?.promotedAt ?? '')).toBeGreaterThan(Date.parse(entries[1]?.promotedAt ?? ''))
+  })
+
+  it('dates a promote after the pin it replaces, even one dated ahead of this clock', () => {
+    const now = Date.parse('2026-12-04T12:00:00.000Z')
+    const pin = (promotedAt: string): Pin => ({
+      versionId: newId(),
+      version: 1,
+      promotedAt,
+      promotedBy: newId(),
+    })
+    expect(promoteDate(null, now)).toBe('2026-12-04T12:00:00.000Z')
+    expect(promoteDate(pin('2026-12-04T11:00:00.000Z'), now)).toBe('2026-12-04T12:00:00.000Z')
+    expect(promoteDate(pin('2026-12-04T12:00:00.000Z'), now)).toBe('2026-12-04T12:00:00.001Z')
+    // Another replica's clock ran ahead: still after it.
+    expect(promoteDate(pin('2026-12-04T12:00:05.000Z'), now)).toBe('2026-12-04T12:00:05.001Z')
   })
 
   it('lists promotes made within one millisecond in the order they were made', async () => {

@@ -211,10 +211,14 @@ for (const backend of backends) {
       await s.createPrompt(p)
       const v1 = await s.publish(p.organizationId, p._id, builder)
       const pin = { versionId: v1?._id ?? '', version: 1, promotedAt: now(), promotedBy: newId() }
-      await s.setPin(p.organizationId, p._id, 'production', pin, now())
-      const after = await s.setPin(p.organizationId, p._id, 'preview', { ...pin, version: 1 }, now())
+      await s.setPin(p.organizationId, p._id, 'production', () => ({ pin }))
+      const after = await s.setPin(p.organizationId, p._id, 'preview', (stored) => {
+        // The builder sees the pins as stored in the transaction.
+        expect(stored.environments).toEqual({ preview: null, production: pin })
+        return { pin: { ...pin, version: 1 } }
+      })
       expect(after?.environments).toEqual({ preview: pin, production: pin })
-      expect(await s.setPin(newId(), p._id, 'preview', pin, now())).toBeNull()
+      expect(await s.setPin(newId(), p._id, 'preview', () => ({ pin }))).toBeNull()
     })
 
     it('keeps a chat prompt: type, messages and config, on the prompt and its versions', async () => {
@@ -264,9 +268,10 @@ for (const backend of backends) {
         sentAt: null,
       })
       const pin = { versionId: v1?._id ?? '', version: 1, promotedAt: now(), promotedBy: newId() }
-      await s.setPin(p.organizationId, p._id, 'production', pin, now(), (after) =>
-        row(`promoted-${after.environments.production?.version}`),
-      )
+      await s.setPin(p.organizationId, p._id, 'production', () => ({
+        pin,
+        events: (after) => [row(`promoted-${after.environments.production?.version}`)],
+      }))
       // The builder sees the prompt before and after: no visibility change, no event.
       await s.updatePrompt(p.organizationId, p._id, { isPublic: false, updatedAt: now() }, (before, after) =>
         before.isPublic === after.isPublic ? [] : [row('unexpected')],

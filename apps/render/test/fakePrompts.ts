@@ -82,12 +82,12 @@ export class FakePrompts {
       const fail = (status: number, code: Parameters<typeof errorBody>[0]) =>
         reply.code(status).send(errorBody(code, code.toLowerCase(), request.id))
       const { slug } = request.params
-      const p = slug
-        ? [...this.prompts.values()].find(
-            (x) => x.slug === slug && x.organizationId === caller.organizationId,
-          )
-        : this.prompts.get(request.params.id ?? '')
       const publicOnly = request.query.public === 'true'
+      // A public prompt's reference names the workspace in `org` (the caller may have none).
+      const workspace = publicOnly && request.query.org ? request.query.org : caller.organizationId
+      const p = slug
+        ? [...this.prompts.values()].find((x) => x.slug === slug && x.organizationId === workspace)
+        : this.prompts.get(request.params.id ?? '')
       if (!p || (publicOnly ? !p.isPublic : p.organizationId !== caller.organizationId))
         return fail(404, 'NOT_FOUND')
       let v: FakeVersion | undefined

@@ -776,6 +776,45 @@ describe('render service', () => {
       expect(fake.calls.at(-1)?.path).toContain('public=true')
     })
 
+    it('an included public {{> slug@production}} under a split follows X-Subject-Id, random without it', async () => {
+      const child = fake.add(ORG, 'A')
+      const v1 = fake.publish(child._id)
+      child.draft.template = 'B'
+      const v2 = fake.publish(child._id)
+      child.isPublic = true
+      child.environments.production = v1._id
+      child.splits = {
+        production: {
+          id: hexId(),
+          variants: [
+            { versionId: v1._id, version: 1, weight: 50 },
+            { versionId: v2._id, version: 2, weight: 50 },
+          ],
+        },
+      }
+      const parent = fake.add(ORG, `[{{> ${child.slug}@production}}]`)
+      fake.publish(parent._id)
+      parent.isPublic = true
+      const url = `/api/v1/public/prompts/${parent._id}/invoke`
+      const seen = new Set<string>()
+      for (let i = 0; i < 16; i++) {
+        const subject = `user-${i}`
+        const direct = await post(`/api/v1/prompts/${child._id}/invoke?env=production`, { subject })
+        const text = direct.body.renderedContent as string
+        seen.add(text)
+        const res = await post(url, {}, { org: null, headers: { 'x-subject-id': subject } })
+        expect(res.status, JSON.stringify(res.body)).toBe(200)
+        expect(res.body.renderedContent, subject).toBe(`[${text}]`)
+      }
+      expect(seen).toEqual(new Set(['A', 'B']))
+      // Without a subject, each request picks anew: both variants are served.
+      const anonymous = new Set<string>()
+      for (let i = 0; i < 40 && anonymous.size < 2; i++) {
+        anonymous.add((await post(url, {}, { org: null })).body.renderedContent as string)
+      }
+      expect(anonymous).toEqual(new Set(['[A]', '[B]']))
+    })
+
     it('is 404 for a private prompt, and follows visibility changes', async () => {
       const p = fake.add(ORG, 'x')
       fake.publish(p._id)

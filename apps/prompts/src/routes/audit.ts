@@ -4,10 +4,6 @@ import type { FastifyRequest } from 'fastify'
 import type { PromptsDeps } from '../deps.ts'
 import { csvHeader, csvLine, jsonLine } from '../domain/audit.ts'
 
-/** Export reads the log in pages of this size, and at most this many entries. */
-const EXPORT_PAGE = 500
-const EXPORT_MAX = 100_000
-
 /** The organization in the path, already checked by the gateway; OWNER/ADMIN only. */
 function requireAuditor(request: FastifyRequest, id: string): string {
   requireUser(request)
@@ -51,11 +47,7 @@ export function auditRoutes(app: Service, { service }: PromptsDeps): void {
     const csv = request.query.format === 'csv'
     const chunks: string[] = csv ? [csvHeader()] : []
     const line = (e: AuditEntry) => (csv ? csvLine(e) : jsonLine(e))
-    for (let page = 1; (page - 1) * EXPORT_PAGE < EXPORT_MAX; page++) {
-      const { entries } = await service.listAudit(filter, { page, limit: EXPORT_PAGE })
-      for (const e of entries) chunks.push(line(e))
-      if (entries.length < EXPORT_PAGE) break
-    }
+    for await (const entries of service.exportAudit(filter)) for (const e of entries) chunks.push(line(e))
     reply
       .header('content-type', csv ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8')
       .header('content-disposition', `attachment; filename="audit-log.${csv ? 'csv' : 'jsonl'}"`)

@@ -34,8 +34,8 @@ import { slugify, uniqueSlug } from '../domain/slug.ts'
 import { type OrgSettings, StaticOrgSettings } from './orgSettings.ts'
 import {
   DuplicateSlugError,
+  type AuditCursor,
   type AuditFilter,
-  type EnvHistoryRecord,
   type SplitCount,
   type OutboxRecord,
   type Page,
@@ -53,6 +53,24 @@ export interface Selector {
 }
 
 /** The longest changeLog (280) leaves room for this note on a fork's first version. */
+/**
+ * A promote's date: the later of now and one millisecond after the pin it replaces
+ * (`stored`, as read in the promote's transaction). An environment's history is listed by
+ * promotedAt, then by id, and the pin is its newest entry: a promote made after another, on any
+ * replica and whatever the clocks, is listed after it (decisions: "Promotes dated strictly in
+ * order").
+ */
+export function promoteDate(stored: Pin | null | undefined, now: number): string {
+  const last = stored ? Date.parse(stored.promotedAt) : Number.NaN
+  return new Date(Number.isNaN(last) ? now : Math.max(now, last + 1)).toISOString()
+}
+
+/** An event built before the promote's transaction, dated as the promote is (the relay sends by date). */
+function datedOutbox(o: OutboxRecord, at: string): OutboxRecord {
+  const payload = o.payload as { createdAt?: string }
+  return { ...o, createdAt: at, payload: { ...payload, createdAt: at } }
+}
+
 function forkNote(source: PromptRecord, version: VersionRecord): string {
   return `Forked from ${source.slug} v${version.version}`.slice(0, 280)
 }
@@ -592,6 +610,28 @@ export class PromptsService {
     return this.store.listAudit(filter, page)
   }
 
+  /**
+   * The export's walk over the log, newest first, in pages of `pageSize`, at most `max` entries.
+   * Each page starts after the last entry of the one before (by `at`, then id), not at an
+   * offset: entries written during an export would shift offset pages, and the export would
+   * list some twice and skip others.
+   */
+  async *exportAudit(
+    filter: AuditFilter,
+    { pageSize = 500, max = 100_000 }: { pageSize?: number; max?: number } = {},
+  ): AsyncGenerator<AuditEntry[]> {
+    let after: AuditCursor | null = null
+    for (let read = 0; read < max; ) {
+      const entries = await this.store.auditPage(filter, after, Math.min(pageSize, max - read))
+      if (entries.length === 0) return
+      yield entries
+      read += entries.length
+      const last = entries[entries.length - 1] as AuditEntry
+      after = { at: last.at, id: last.id }
+      if (entries.length < pageSize) return
+    }
+  }
+
   /** Render's invocations per split variant, added to the counts. */
   async addSplitCounts(counts: SplitCount[]): Promise<void> {
     await this.store.addSplitCounts(counts)
@@ -654,13 +694,7 @@ export class PromptsService {
       }
       return version
     }
-    // Strictly after the environment's last promote: its history is listed by promotedAt, then
-    // by id, and a promote within a millisecond of the last one, made by another process (whose
-    // ids need not sort after this one's), would otherwise be listed before it.
-    const last = prompt.environments[env]?.promotedAt
-    const now = Date.now()
-    const promotedAt = new Date(last ? Math.max(now, Date.parse(last) + 1) : now).toISOString()
-    let pin: Pin
+    let unpinned: Omit<Pin, 'promotedAt'>
     if ('split' in target) {
       const versions = await Promise.all(target.split.map((v) => published({ versionId: v.versionId })))
       const variants = versions.map((v, i) => ({
@@ -669,52 +703,54 @@ export class PromptsService {
         weight: target.split[i]?.weight ?? 0,
       }))
       const first = variants[0] as (typeof variants)[number]
-      pin = {
+      unpinned = {
         versionId: first.versionId,
         version: first.version,
-        promotedAt,
         promotedBy: actor,
         split: { id: newId(), variants },
       }
     } else {
       const version = await published(target)
-      pin = { versionId: version._id, version: version.version, promotedAt, promotedBy: actor }
+      unpinned = { versionId: version._id, version: version.version, promotedBy: actor }
     }
-    const history: EnvHistoryRecord = {
-      _id: newId(),
-      promptId: prompt._id,
-      organizationId,
-      environment: env,
-      versionId: pin.versionId,
-      version: pin.version,
-      ...(pin.split ? { split: pin.split } : {}),
-      promotedBy: actor,
-      promotedByType: caller.kind === 'apiKey' ? 'apiKey' : 'user',
-      promotedAt,
-    }
-    const dependents = await this.composition.dependencyEvents(prompt, env, promotedAt)
-    const updated = await this.store.setPin(
-      organizationId,
-      id,
-      env,
-      pin,
-      promotedAt,
-      (after) => [
-        environmentPromoted(after, env, pin),
-        ...dependents,
-        ...auditRow(
-          audit,
+    const historyId = newId()
+    const dependents = await this.composition.dependencyEvents(prompt, env, new Date().toISOString())
+    const updated = await this.store.setPin(organizationId, id, env, (stored) => {
+      // Dated from the pin as stored in the promote's own transaction, not from `prompt` (read
+      // before it, perhaps before another replica's promote): see promoteDate.
+      const promotedAt = promoteDate(stored.environments[env], Date.now())
+      const next: Pin = { ...unpinned, promotedAt }
+      return {
+        pin: next,
+        events: (after) => [
+          environmentPromoted(after, env, next),
+          ...dependents.map((o) => datedOutbox(o, promotedAt)),
+          ...auditRow(
+            audit,
+            organizationId,
+            'environment.promoted',
+            { type: 'prompt', id },
+            next.split
+              ? `split ${env} of ${after.slug}: ${next.split.variants.map((v) => `v${v.version} ${v.weight}%`).join(', ')}`
+              : `promoted ${after.slug} v${next.version} to ${env}`,
+          ),
+        ],
+        history: {
+          _id: historyId,
+          promptId: prompt._id,
           organizationId,
-          'environment.promoted',
-          { type: 'prompt', id },
-          pin.split
-            ? `split ${env} of ${after.slug}: ${pin.split.variants.map((v) => `v${v.version} ${v.weight}%`).join(', ')}`
-            : `promoted ${after.slug} v${pin.version} to ${env}`,
-        ),
-      ],
-      history,
-    )
-    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+          environment: env,
+          versionId: next.versionId,
+          version: next.version,
+          ...(next.split ? { split: next.split } : {}),
+          promotedBy: actor,
+          promotedByType: caller.kind === 'apiKey' ? 'apiKey' : 'user',
+          promotedAt,
+        },
+      }
+    })
+    const pin = updated?.environments[env]
+    if (!updated || !pin) throw new AppError('NOT_FOUND', 'prompt not found')
     this.onOutboxWritten()
     this.changed(updated, 'promoted')
     return pin

@@ -1,4 +1,4 @@
-import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import type { AuditEntry, EnvironmentName, ImportRowError } from '@pm/contracts'
 import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit/mongo'
 import {
   Binary,
@@ -18,8 +18,10 @@ import {
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type AuditCursor,
   type AuditFilter,
   type EnvHistoryRecord,
+  type PinWrite,
   type ImportStep,
   type SplitCount,
   LeaseLostError,
@@ -102,6 +104,25 @@ interface SplitCountDoc {
   splitId: string
   variant: number
   count: number
+}
+
+/** An audit log query's filter (exact matches, an inclusive time range). */
+function auditQuery(filter: AuditFilter): Filter<AuditDoc> {
+  const query: Filter<AuditDoc> = { organizationId: filter.organizationId }
+  if (filter.actor !== undefined) query['actor.id'] = filter.actor
+  if (filter.action !== undefined) query.action = filter.action as AuditEntry['action']
+  if (filter.resourceId !== undefined) query['resource.id'] = filter.resourceId
+  if (filter.from !== undefined || filter.to !== undefined) {
+    query.at = {
+      ...(filter.from !== undefined ? { $gte: filter.from } : {}),
+      ...(filter.to !== undefined ? { $lte: filter.to } : {}),
+    }
+  }
+  return query
+}
+
+function auditOf({ _id, ...rest }: AuditDoc): AuditEntry {
+  return { id: _id, ...rest }
 }
 
 export class MongoPromptStore implements PromptStore {
@@ -212,16 +233,7 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
-    const query: Filter<AuditDoc> = { organizationId: filter.organizationId }
-    if (filter.actor !== undefined) query['actor.id'] = filter.actor
-    if (filter.action !== undefined) query.action = filter.action as AuditEntry['action']
-    if (filter.resourceId !== undefined) query['resource.id'] = filter.resourceId
-    if (filter.from !== undefined || filter.to !== undefined) {
-      query.at = {
-        ...(filter.from !== undefined ? { $gte: filter.from } : {}),
-        ...(filter.to !== undefined ? { $lte: filter.to } : {}),
-      }
-    }
+    const query = auditQuery(filter)
     const [docs, total] = await Promise.all([
       this.audit
         .find(query)
@@ -231,7 +243,15 @@ export class MongoPromptStore implements PromptStore {
         .toArray(),
       this.audit.countDocuments(query),
     ])
-    return { entries: docs.map(({ _id, ...rest }) => ({ id: _id, ...rest })), total }
+    return { entries: docs.map(auditOf), total }
+  }
+
+  async auditPage(filter: AuditFilter, after: AuditCursor | null, limit: number): Promise<AuditEntry[]> {
+    const query = auditQuery(filter)
+    // After the last entry read, in the sort's order; the index {organizationId, at, _id} serves it.
+    if (after) query.$or = [{ at: { $lt: after.at } }, { at: after.at, _id: { $lt: after.id } }]
+    const docs = await this.audit.find(query).sort({ at: -1, _id: -1 }).limit(limit).toArray()
+    return docs.map(auditOf)
   }
 
   async pruneAudit(before: string): Promise<number> {
@@ -385,14 +405,17 @@ export class MongoPromptStore implements PromptStore {
     organizationId: string,
     id: string,
     env: EnvironmentName,
-    pin: Pin,
-    updatedAt: string,
-    event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
-    history?: EnvHistoryRecord,
+    build: (stored: PromptRecord) => PinWrite,
   ): Promise<PromptRecord | null> {
-    // A dotted path sets one environment only: a concurrent promote of the other one is kept.
-    const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt }
     return this.inTransaction(async (session) => {
+      // Read in the transaction's snapshot: a promote committed by another replica after it
+      // makes the update below a write conflict, and the driver runs this callback again with a
+      // fresh snapshot, so `build` always dates from the pin it replaces.
+      const stored = await this.prompts.findOne({ _id: id, organizationId }, { session })
+      if (!stored) return null
+      const { pin, events, history } = build(withType(stored))
+      // A dotted path sets one environment only: a concurrent promote of the other one is kept.
+      const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt: pin.promotedAt }
       const after = await this.prompts.findOneAndUpdate(
         { _id: id, organizationId },
         { $set },
@@ -400,8 +423,8 @@ export class MongoPromptStore implements PromptStore {
       )
       if (!after) return null
       const prompt = withType(after)
-      if (event) {
-        const records = [event(prompt)].flat().map((o) => ({ ...o }))
+      if (events) {
+        const records = events(prompt).map((o) => ({ ...o }))
         if (records.length > 0) await this.outbox.insertMany(records, { session })
       }
       if (history) await this.envHistory.insertOne({ ...history }, { session })

@@ -11,14 +11,16 @@ import {
   textOrNull,
   transaction,
 } from '@pm/kit'
-import type { AuditEntry, EnvironmentName, ImportRowError, Pin } from '@pm/contracts'
+import type { AuditEntry, EnvironmentName, ImportRowError } from '@pm/contracts'
 import {
   type ChangeEvents,
   DuplicateImportError,
   DuplicateSlugError,
   type ImportBatchRecord,
+  type AuditCursor,
   type AuditFilter,
   type EnvHistoryRecord,
+  type PinWrite,
   type ImportStep,
   type SplitCount,
   LeaseLostError,
@@ -214,6 +216,51 @@ const escapeLike = (v: string) => v.replace(/[\\%_]/g, (c) => `\\${c}`)
 
 const unique = uniqueWrites(isUniqueViolation)
 
+/** The WHERE clause of an audit log query (exact matches, an inclusive time range). */
+function auditWhere(filter: AuditFilter): { clause: string; params: SQLInputValue[] } {
+  const where = ['organization_id = ?']
+  const params: SQLInputValue[] = [filter.organizationId]
+  if (filter.actor !== undefined) {
+    where.push('actor_id = ?')
+    params.push(filter.actor)
+  }
+  if (filter.action !== undefined) {
+    where.push('action = ?')
+    params.push(filter.action)
+  }
+  if (filter.resourceId !== undefined) {
+    where.push('resource_id = ?')
+    params.push(filter.resourceId)
+  }
+  if (filter.from !== undefined) {
+    where.push('at >= ?')
+    params.push(filter.from)
+  }
+  if (filter.to !== undefined) {
+    where.push('at <= ?')
+    params.push(filter.to)
+  }
+  return { clause: where.join(' AND '), params }
+}
+
+function auditOf(r: Row): AuditEntry {
+  return {
+    id: s(r.id),
+    at: s(r.at),
+    organizationId: s(r.organization_id),
+    actor: {
+      type: r.actor_type === 'apiKey' ? 'apiKey' : 'user',
+      id: s(r.actor_id),
+      name: s(r.actor_name),
+    },
+    action: s(r.action) as AuditEntry['action'],
+    resource: { type: s(r.resource_type), id: s(r.resource_id) },
+    requestId: s(r.request_id),
+    ip: s(r.ip),
+    summary: s(r.summary),
+  }
+}
+
 export class SqlitePromptStore implements PromptStore {
   private readonly db: DatabaseSync
 
@@ -336,53 +383,29 @@ export class SqlitePromptStore implements PromptStore {
   }
 
   async listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }> {
-    const where = ['organization_id = ?']
-    const params: SQLInputValue[] = [filter.organizationId]
-    if (filter.actor !== undefined) {
-      where.push('actor_id = ?')
-      params.push(filter.actor)
-    }
-    if (filter.action !== undefined) {
-      where.push('action = ?')
-      params.push(filter.action)
-    }
-    if (filter.resourceId !== undefined) {
-      where.push('resource_id = ?')
-      params.push(filter.resourceId)
-    }
-    if (filter.from !== undefined) {
-      where.push('at >= ?')
-      params.push(filter.from)
-    }
-    if (filter.to !== undefined) {
-      where.push('at <= ?')
-      params.push(filter.to)
-    }
-    const clause = where.join(' AND ')
+    const { clause, params } = auditWhere(filter)
     const rows = this.db
       .prepare(`SELECT * FROM audit_log WHERE ${clause} ORDER BY at DESC, id DESC LIMIT ? OFFSET ?`)
       .all(...params, page.limit, (page.page - 1) * page.limit) as Row[]
     const total = Number(
       queryOne(this.db, `SELECT COUNT(*) AS n FROM audit_log WHERE ${clause}`, ...params)?.n ?? 0,
     )
-    return {
-      entries: rows.map((r) => ({
-        id: s(r.id),
-        at: s(r.at),
-        organizationId: s(r.organization_id),
-        actor: {
-          type: r.actor_type === 'apiKey' ? 'apiKey' : 'user',
-          id: s(r.actor_id),
-          name: s(r.actor_name),
-        },
-        action: s(r.action) as AuditEntry['action'],
-        resource: { type: s(r.resource_type), id: s(r.resource_id) },
-        requestId: s(r.request_id),
-        ip: s(r.ip),
-        summary: s(r.summary),
-      })),
-      total,
-    }
+    return { entries: rows.map(auditOf), total }
+  }
+
+  async auditPage(filter: AuditFilter, after: AuditCursor | null, limit: number): Promise<AuditEntry[]> {
+    const { clause, params } = auditWhere(filter)
+    // A row value against the last entry read: the index (organization_id, at DESC, id DESC) seeks to it.
+    const rows = after
+      ? (this.db
+          .prepare(
+            `SELECT * FROM audit_log WHERE ${clause} AND (at, id) < (?, ?) ORDER BY at DESC, id DESC LIMIT ?`,
+          )
+          .all(...params, after.at, after.id, limit) as Row[])
+      : (this.db
+          .prepare(`SELECT * FROM audit_log WHERE ${clause} ORDER BY at DESC, id DESC LIMIT ?`)
+          .all(...params, limit) as Row[])
+    return rows.map(auditOf)
   }
 
   async pruneAudit(before: string): Promise<number> {
@@ -542,22 +565,23 @@ export class SqlitePromptStore implements PromptStore {
     organizationId: string,
     id: string,
     env: EnvironmentName,
-    pin: Pin,
-    updatedAt: string,
-    event?: (after: PromptRecord) => OutboxRecord,
-    history?: EnvHistoryRecord,
+    build: (stored: PromptRecord) => PinWrite,
   ): Promise<PromptRecord | null> {
+    // BEGIN IMMEDIATE: the write lock is held from the read on, so no other process promotes
+    // between the stored pin that `build` dates from and the write.
     return transaction(this.db, () => {
+      const stored = this.findPrompt(organizationId, id)
+      if (!stored) return null
+      const { pin, events, history } = build(stored)
       // json_set on the one key: a concurrent promote of the other environment is not overwritten.
-      const result = this.db
+      this.db
         .prepare(
           `UPDATE prompts SET environments = json_set(environments, ?, json(?)), updated_at = ?
            WHERE id = ? AND organization_id = ?`,
         )
-        .run(`$.${env}`, JSON.stringify(pin), updatedAt, id, organizationId)
-      if (result.changes === 0) return null
+        .run(`$.${env}`, JSON.stringify(pin), pin.promotedAt, id, organizationId)
       const after = this.findPrompt(organizationId, id)
-      if (after && event) for (const o of [event(after)].flat()) this.insertOutbox(o)
+      if (after && events) for (const o of events(after)) this.insertOutbox(o)
       if (after && history) {
         this.db
           .prepare(

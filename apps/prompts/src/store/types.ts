@@ -55,6 +55,13 @@ export interface VersionRecord {
 }
 
 /** One promote of an environment (DESIGN section 15), written in the promote's transaction. */
+/** What a promote writes (`setPin`): the pin, the events of the prompt after it, its history entry. */
+export interface PinWrite {
+  pin: Pin
+  events?: (after: PromptRecord) => OutboxRecord[]
+  history?: EnvHistoryRecord
+}
+
 export interface EnvHistoryRecord {
   _id: string
   promptId: string
@@ -151,6 +158,12 @@ export interface AuditFilter {
   resourceId?: string
   from?: string
   to?: string
+}
+
+/** The last audit entry an export read: the next page starts after it. */
+export interface AuditCursor {
+  at: string
+  id: string
 }
 
 export interface PromptFilter {
@@ -257,15 +270,18 @@ export interface PromptStore {
    * Sets one environment's pin without touching the other (two promotes at once both land),
    * with the event `event` builds from the prompt after it, atomically.
    */
+  /**
+   * Pins `env` in a transaction that first reads the prompt: `build` gets it as stored there
+   * and answers the pin (`updatedAt` is its `promotedAt`), its events and its history entry,
+   * all written in that transaction. A promote is dated from the pin it replaces, which only
+   * this read sees as it is (another replica may have promoted since the caller's own read).
+   * `build` may run more than once (MongoDB retries a transaction that met a write conflict).
+   */
   setPin(
     organizationId: string,
     id: string,
     env: EnvironmentName,
-    pin: Pin,
-    updatedAt: string,
-    event?: (after: PromptRecord) => OutboxRecord | OutboxRecord[],
-    /** The environment's history entry, written in the same transaction. */
-    history?: EnvHistoryRecord,
+    build: (stored: PromptRecord) => PinWrite,
   ): Promise<PromptRecord | null>
   /** An environment's promotes, newest first. */
   listEnvHistory(
@@ -306,6 +322,11 @@ export interface PromptStore {
   ingestAudit(entry: AuditEntry): Promise<void>
   /** A workspace's audit entries, newest first. */
   listAudit(filter: AuditFilter, page: Page): Promise<{ entries: AuditEntry[]; total: number }>
+  /**
+   * Up to `limit` entries after `after` in the list's order (newest first, then id), none
+   * counted: the export's walk, which entries written meanwhile cannot shift.
+   */
+  auditPage(filter: AuditFilter, after: AuditCursor | null, limit: number): Promise<AuditEntry[]>
   /** Forgets entries older than `before` (AUDIT_RETENTION_DAYS). */
   pruneAudit(before: string): Promise<number>
 

@@ -181,6 +181,7 @@ function referenceFetcher(
         organizationId: publicOf.organizationId,
         slug: ref.slug,
         ...selector,
+        ...(subject !== undefined ? { subject } : {}),
       })
     }
     return resolver.resolveBySlug({
@@ -418,8 +419,13 @@ export function renderRoutes(app: Service, { resolver, maxOutputBytes, countVari
     API_ROUTES.invokePublicPrompt,
     async (request, reply) => {
       const snapshot = await resolver.resolve({ ...lookup(request, request.params.id), publicOnly: true })
+      // Its body has no `subject`: the header alone names who it is for (an include's split).
+      const subject = subjectOf(request, {})
       return invokeAny(snapshot, request.body?.variables ?? {}, reply, maxOutputBytes, () =>
-        referenceFetcher(resolver, request, { publicOf: { organizationId: snapshot.organizationId ?? '' } }),
+        referenceFetcher(resolver, request, {
+          publicOf: { organizationId: snapshot.organizationId ?? '' },
+          subject,
+        }),
       )
     },
     { preValidation: noBodyAsObject },

@@ -407,10 +407,12 @@ export class Resolver {
 
   /**
    * A reference of a public prompt, for the public catalog: answered only when the included
-   * prompt is public too, so a public prompt never shows a private one. Not cached (rare).
+   * prompt is public too, so a public prompt never shows a private one. Not cached (rare). Under
+   * a split, the variant is picked as for any other include (the subject's, random without one)
+   * and asked for by number through the same public lookup.
    */
   async resolvePublicReference(
-    r: Pick<ResolveRequest, 'contextHeader' | 'requestId' | 'version' | 'env'> & {
+    r: Pick<ResolveRequest, 'contextHeader' | 'requestId' | 'version' | 'env' | 'subject'> & {
       organizationId: string
       slug: string
     },
@@ -422,7 +424,21 @@ export class Resolver {
       `${internalPath('internal', 'prompts', 'slug', r.slug, 'resolve')}${query}`,
       r,
     )
-    return this.snapshot(resolved)
+    const snapshot = this.snapshot(resolved)
+    if (!resolved.split) return snapshot
+    const variant = pickVariant(resolved.split, resolved.promptId, r.env ?? '', r.subject)
+    const chosen = resolved.split.variants[variant]
+    if (!chosen) throw new AppError('VERSION_NOT_FOUND', 'the split names no such variant')
+    if (chosen.versionId === resolved.versionId) return snapshot
+    return (
+      this.snapshots.get(chosen.versionId) ??
+      (await this.resolvePublicReference({
+        ...r,
+        env: undefined,
+        version: chosen.version,
+        subject: undefined,
+      }))
+    )
   }
 
   /** The draft, for inject: never cached, since every save changes it. */
