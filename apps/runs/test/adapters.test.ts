@@ -42,7 +42,7 @@ describe.each(['openai', 'anthropic'])('%s adapter', (name) => {
       usage: { inputTokens: 5, outputTokens: 3 },
     })
     const deltas: string[] = []
-    const streamed = await adapter?.stream(call('m'), (d) => deltas.push(d))
+    const streamed = await adapter?.stream(call('m'), (d) => void deltas.push(d))
     expect(streamed).toEqual(plain)
     expect(deltas.join('')).toBe('one two three')
   })

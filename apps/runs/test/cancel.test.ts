@@ -1,6 +1,15 @@
-import type { Provider } from '@pm/contracts'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MemoryBus } from '@pm/bus'
+import { type CallerContext, CONTEXT_HEADER, type Provider, type RunList } from '@pm/contracts'
 import { type FakeProvider, startFakeProvider } from '@pm/fakeprovider'
+import { type InternalTarget, newId, signContext } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp, loadRunsConfig } from '../src/app.ts'
 import { type PreparedRun, Runs } from '../src/services/runs.ts'
 import { ORG, preparedRun, runsHarness } from './helpers.ts'
 
@@ -86,5 +95,111 @@ describe('a streamed run past its deadline', () => {
       status: 'failed',
       error: { code: 'PROVIDER_TIMEOUT' },
     })
+  })
+})
+
+describe('a client gone before the model call', () => {
+  it('gets no provider call, and the run is logged as cancelled', async () => {
+    const marker = 'gone-before-call'
+    const run = prepared('openai', marker, 'm', false)
+    const client = new AbortController()
+    client.abort()
+    const failed = await runs.execute(run, client.signal).then(
+      () => undefined,
+      (err: unknown) => err,
+    )
+    expect(failed).toMatchObject({ code: 'PROVIDER_ERROR' })
+    expect(fake.find(marker)).toEqual([])
+    expect(await runs.get(ORG, run.id)).toMatchObject({
+      status: 'cancelled',
+      output: null,
+      error: { code: 'CLIENT_CLOSED' },
+    })
+  })
+
+  it('is noticed while the prompt renders: the route calls no provider', async () => {
+    const marker = 'gone-while-rendering'
+    const dir = mkdtempSync(join(tmpdir(), 'pm-runs-gone-'))
+    const secret = randomBytes(32).toString('hex')
+    const org = newId()
+    const promptId = newId()
+    let rendering = false
+    let release = () => {}
+    const rendered = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    // Render answers once the test lets it, after the client has gone.
+    const render: InternalTarget = {
+      async request() {
+        rendering = true
+        await rendered
+        const answer = {
+          promptId,
+          versionId: newId(),
+          version: 1,
+          renderedContent: `${marker} one two`,
+          config: {},
+          references: [],
+        }
+        return { statusCode: 200, body: { text: async () => JSON.stringify(answer), destroy: () => {} } }
+      },
+    }
+    const bus = new MemoryBus(10)
+    const app = await buildApp({
+      config: loadRunsConfig({
+        NODE_ENV: 'test',
+        LOG_LEVEL: 'silent',
+        INTERNAL_AUTH_SECRET: secret,
+        DATA_DIR: dir,
+        PROVIDER_ALLOWED_HOSTS: '127.0.0.1',
+      }),
+      bus,
+      inProcess: { render, prompts: render },
+    })
+    try {
+      const caller: CallerContext = {
+        kind: 'user',
+        userId: newId(),
+        organizationId: org,
+        role: 'OWNER',
+        scopes: ['organization:read', 'organization:write', 'runs:write', 'prompts:read'],
+        requestId: 'req-gone',
+      }
+      const headers = { [CONTEXT_HEADER]: signContext(caller, secret) }
+      const created = await app.inject({
+        method: 'POST',
+        url: `/api/v1/organizations/${org}/connections`,
+        headers,
+        payload: { name: 'local', provider: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKey: 'sk-x' },
+      })
+      expect(created.statusCode).toBe(201)
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const { port } = app.server.address() as AddressInfo
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: `/api/v1/prompts/${promptId}/run`,
+        headers: { ...headers, 'content-type': 'application/json' },
+      })
+      req.on('error', () => {})
+      req.end(JSON.stringify({ connectionId: created.json<{ _id: string }>()._id, model: 'm' }))
+      await expect.poll(() => rendering, { timeout: 5_000 }).toBe(true)
+      req.destroy()
+      // The server has seen the connection close before the render answers.
+      await expect
+        .poll(() => new Promise<number>((resolve) => app.server.getConnections((_, n) => resolve(n))))
+        .toBe(0)
+      release()
+      const runsOf = async () =>
+        (await app.inject({ url: `/api/v1/prompts/${promptId}/runs`, headers })).json<RunList>().runs
+      await expect.poll(async () => (await runsOf()).length, { timeout: 5_000 }).toBe(1)
+      expect((await runsOf())[0]).toMatchObject({ status: 'cancelled', error: { code: 'CLIENT_CLOSED' } })
+      expect(fake.find(marker)).toEqual([])
+    } finally {
+      await app.close()
+      await bus.close()
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -100,3 +100,25 @@ describe('the key hint', () => {
     expect(toConnection({ ...record, keyHint: 'x9Qa' }).keyHint).toBe('x9Qa')
   })
 })
+
+describe('the bound on connections (RUN_MAX_CONNECTIONS)', () => {
+  it('holds for creates at once: exactly the bound stored, the others refused with 409', async () => {
+    const org = 'f'.repeat(24)
+    const connections = new Connections({
+      store,
+      secrets: new SecretBox(randomBytes(32)),
+      egress,
+      maxPerOrganization: 3,
+    })
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) =>
+        connections.create(org, { name: `c${i}`, provider: 'openai', apiKey: 'sk-0123456789abcdef' }),
+      ),
+    )
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(3)
+    const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason] : []))
+    expect(refused).toHaveLength(17)
+    for (const err of refused) expect(err).toMatchObject({ code: 'CONFLICT' })
+    expect(await connections.list(org)).toHaveLength(3)
+  })
+})

@@ -69,7 +69,7 @@ describe('SQLite run store', () => {
       createdAt: now,
       updatedAt: now,
     }
-    await store.insertConnection(c)
+    expect(await store.insertConnection(c, 10)).toBe(true)
     expect(await store.updateConnection(OTHER, c._id, { name: 'x', updatedAt: now })).toBeNull()
     expect(await store.updateConnection(ORG, c._id, { name: 'x', models: [], updatedAt: now })).toMatchObject(
       { name: 'x', models: [] },

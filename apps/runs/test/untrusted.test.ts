@@ -84,6 +84,34 @@ describe('egress', () => {
     pinned.release()
     await publicHost.close()
   })
+
+  it("bounds the base URL's lookup by the connect timeout: one that never answers is a 504", async () => {
+    const silentDns = new Egress('', 200, () => new Promise(() => {}))
+    const slow = new Runs({ ...harness.deps(), egress: silentDns })
+    const run = preparedRun({
+      provider: 'openai',
+      baseUrl: 'https://api.example.com',
+      marker: 'dns',
+      model: 'm',
+      stream: false,
+    })
+    const failed = await slow.execute(run, new AbortController().signal).then(
+      () => undefined,
+      (err: unknown) => err,
+    )
+    expect(failed).toMatchObject({
+      code: 'PROVIDER_TIMEOUT',
+      details: {
+        timeoutMs: 200,
+        message: 'resolving api.example.com took longer than RUN_CONNECT_TIMEOUT_MS',
+      },
+    })
+    expect(await slow.get(ORG, run.id)).toMatchObject({
+      status: 'failed',
+      error: { code: 'PROVIDER_TIMEOUT' },
+    })
+    await silentDns.close()
+  })
 })
 
 describe.each(['openai', 'anthropic'] as const)('a stream cut short by the provider (%s)', (provider) => {
@@ -91,7 +119,7 @@ describe.each(['openai', 'anthropic'] as const)('a stream cut short by the provi
     const marker = `cut-${provider}`
     const run = preparedRun({ provider, baseUrl: internal.url, marker, model: 'fake-cut', stream: true })
     const deltas: string[] = []
-    const failed = await outcome(runs.execute(run, new AbortController().signal, (d) => deltas.push(d)))
+    const failed = await outcome(runs.execute(run, new AbortController().signal, (d) => void deltas.push(d)))
     expect(failed).toEqual({
       code: 'PROVIDER_ERROR',
       message: 'the stream ended before the answer was complete',
@@ -122,7 +150,7 @@ describe.each(['openai', 'anthropic'] as const)('an answer past RUN_MAX_OUTPUT_B
     const marker = `too-long-${provider}`
     const run = preparedRun({ provider, baseUrl: internal.url, marker, model: 'fake-drip-30', stream: true })
     const deltas: string[] = []
-    const failed = await outcome(small.execute(run, new AbortController().signal, (d) => deltas.push(d)))
+    const failed = await outcome(small.execute(run, new AbortController().signal, (d) => void deltas.push(d)))
     expect(failed).toEqual({
       code: 'PROVIDER_ERROR',
       message: 'the answer was longer than RUN_MAX_OUTPUT_BYTES allows',
@@ -146,5 +174,151 @@ describe.each(['openai', 'anthropic'] as const)('an answer past RUN_MAX_OUTPUT_B
     const fits = preparedRun({ provider, baseUrl: internal.url, marker, model: 'm', stream: false })
     const result = await runs.execute(fits, new AbortController().signal)
     expect(result.output.content).toBe(`${marker} one two three four five six seven eight`)
+  })
+})
+
+/**
+ * Answers as each protocol does, with one field wrong, chosen by the model: `bad-content` (an
+ * object for the text), `bad-finish` (a number for the finish reason), `bad-usage` (token counts
+ * negative and fractional, the text "hello").
+ */
+function garbageProvider(): Server {
+  return createServer((req, res) => {
+    let raw = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => {
+      raw += chunk
+    })
+    req.on('end', () => {
+      const body = JSON.parse(raw) as { model: string; stream?: boolean }
+      const anthropic = (req.url ?? '').endsWith('/messages')
+      const content: unknown = body.model === 'bad-content' ? { text: 'hello' } : 'hello'
+      const reason: unknown = body.model === 'bad-finish' ? 42 : anthropic ? 'end_turn' : 'stop'
+      const [input, output] = body.model === 'bad-usage' ? [-1, 2.5] : [1, 1]
+      if (!body.stream) {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(
+          JSON.stringify(
+            anthropic
+              ? {
+                  id: 'msg_1',
+                  type: 'message',
+                  role: 'assistant',
+                  model: body.model,
+                  content: [{ type: 'text', text: content }],
+                  stop_reason: reason,
+                  usage: { input_tokens: input, output_tokens: output },
+                }
+              : {
+                  id: 'c1',
+                  object: 'chat.completion',
+                  model: body.model,
+                  choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: reason }],
+                  usage: { prompt_tokens: input, completion_tokens: output },
+                },
+          ),
+        )
+        return
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const send = (type: string | null, data: unknown) =>
+        res.write(`${type ? `event: ${type}\n` : ''}data: ${JSON.stringify(data)}\n\n`)
+      if (anthropic) {
+        send('message_start', {
+          type: 'message_start',
+          message: {
+            id: 'msg_1',
+            type: 'message',
+            role: 'assistant',
+            content: [],
+            usage: { input_tokens: input, output_tokens: 0 },
+          },
+        })
+        send('content_block_start', {
+          type: 'content_block_start',
+          index: 0,
+          content_block: { type: 'text', text: '' },
+        })
+        send('content_block_delta', {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'text_delta', text: content },
+        })
+        send('content_block_stop', { type: 'content_block_stop', index: 0 })
+        send('message_delta', {
+          type: 'message_delta',
+          delta: { stop_reason: reason },
+          usage: { output_tokens: output },
+        })
+        send('message_stop', { type: 'message_stop' })
+      } else {
+        const chunk = (delta: unknown, finish: unknown, usage?: unknown) => ({
+          id: 'c1',
+          object: 'chat.completion.chunk',
+          model: body.model,
+          choices: [{ index: 0, delta, finish_reason: finish }],
+          ...(usage ? { usage } : {}),
+        })
+        send(null, chunk({ role: 'assistant', content }, null))
+        send(null, chunk({}, reason))
+        send(null, {
+          ...chunk({}, null),
+          choices: [],
+          usage: { prompt_tokens: input, completion_tokens: output },
+        })
+        res.write('data: [DONE]\n\n')
+      }
+      res.end()
+    })
+  })
+}
+
+describe.each(['openai', 'anthropic'] as const)('a provider answering garbage (%s)', (provider) => {
+  let garbage: Server
+  let garbageUrl = ''
+  beforeAll(async () => {
+    garbage = garbageProvider()
+    await new Promise<void>((resolve) => garbage.listen(0, '127.0.0.1', resolve))
+    garbageUrl = `http://127.0.0.1:${(garbage.address() as AddressInfo).port}`
+  })
+  afterAll(async () => {
+    garbage.closeAllConnections()
+    await new Promise<void>((resolve) => garbage.close(() => resolve()))
+  })
+
+  const runOn = (model: string, stream: boolean) => {
+    const run = preparedRun({ provider, baseUrl: garbageUrl, marker: model, model, stream })
+    return {
+      run,
+      pending: runs.execute(run, new AbortController().signal, stream ? () => undefined : undefined),
+    }
+  }
+
+  it.each([false, true])('fails the run on a text that is not a string (streamed: %s)', async (stream) => {
+    const { run, pending } = runOn('bad-content', stream)
+    expect(await outcome(pending)).toEqual({
+      code: 'PROVIDER_ERROR',
+      message: "the provider's answer is not valid: content is not a string",
+    })
+    expect(await runs.get(ORG, run.id)).toMatchObject({ status: 'failed', output: null })
+  })
+
+  it.each([false, true])(
+    'fails the run on a finish reason that is not a string (streamed: %s)',
+    async (stream) => {
+      const { pending } = runOn('bad-finish', stream)
+      const field = provider === 'anthropic' ? 'stop_reason' : 'finish_reason'
+      expect(await outcome(pending)).toEqual({
+        code: 'PROVIDER_ERROR',
+        message: `the provider's answer is not valid: ${field} is not a string`,
+      })
+    },
+  )
+
+  it.each([false, true])('counts token numbers that make no sense as 0 (streamed: %s)', async (stream) => {
+    const { pending } = runOn('bad-usage', stream)
+    const result = await pending
+    expect(result.output.content).toBe('hello')
+    expect(result.usage).toEqual({ inputTokens: 0, outputTokens: 0 })
   })
 })

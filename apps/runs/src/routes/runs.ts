@@ -21,13 +21,73 @@ function clientSignal(reply: FastifyReply): AbortSignal {
 
 const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
 
+/** What a streamed run's `execute` is given: each delta, and a promise while the client is behind. */
+export type StreamExecute = (onDelta: (content: string) => Promise<void> | undefined) => Promise<RunResult>
+
+/**
+ * A streamed run's answer into `out`, as SSE: `delta` events as they come, then `done` with the
+ * same object as the JSON answer, or `error` (`failure` says what). A comment line goes out on
+ * long silences. Deltas are written at the end of the event-loop turn they arrive in: those a
+ * provider sent together (one read of its socket, often dozens under load) go out as one write
+ * instead of one each, through this service and the gateway alike; a lone delta waits for
+ * nothing. While `out` is over its high-water mark (the client reads slower than the provider
+ * writes), `onDelta` answers a promise that settles when it has drained: the provider's stream is
+ * not read meanwhile, so what waits here is bounded by the buffers, not by the answer's length.
+ */
+export function writeSse(
+  out: PassThrough,
+  heartbeatMs: number,
+  execute: StreamExecute,
+  failure: (err: unknown) => Record<string, unknown>,
+): Promise<void> {
+  let last = Date.now()
+  const heartbeat = setInterval(() => {
+    // Nothing is added while the client is behind: it has bytes to read already.
+    if (Date.now() - last >= heartbeatMs && !out.writableNeedDrain) {
+      out.write(': keep-alive\n\n')
+      last = Date.now()
+    }
+  }, heartbeatMs)
+  heartbeat.unref()
+  let pending = ''
+  let drained: Promise<void> | undefined
+  const flush = () => {
+    if (pending && !out.write(pending)) {
+      drained ??= new Promise<void>((resolve) => {
+        const done = () => {
+          out.off('drain', done)
+          out.off('close', done)
+          drained = undefined
+          resolve()
+        }
+        out.on('drain', done)
+        out.on('close', done)
+      })
+    }
+    pending = ''
+  }
+  return execute((content) => {
+    last = Date.now()
+    if (!pending) setImmediate(flush)
+    pending += event('delta', { content })
+    return drained
+  })
+    .then(
+      (result) => {
+        flush()
+        out.end(event('done', result))
+      },
+      (err: unknown) => {
+        flush()
+        out.end(event('error', failure(err)))
+      },
+    )
+    .finally(() => clearInterval(heartbeat))
+}
+
 /**
  * One run: rendered and checked first (any failure there is a plain HTTP error), then the
- * model call, answered as JSON or, streamed, as SSE: `delta` events as they come, then `done`
- * with the same object as the JSON answer, or `error`. A comment line goes out on long silences.
- * Deltas are written at the end of the event-loop turn they arrive in: those a provider sent
- * together (one read of its socket, often dozens under load) go out as one write instead of one
- * each, through this service and the gateway alike; a lone delta waits for nothing.
+ * model call, answered as JSON or, streamed, as SSE (`writeSse`).
  */
 async function run(
   request: FastifyRequest,
@@ -37,6 +97,9 @@ async function run(
   body: RunRequest,
 ): Promise<RunResult | FastifyReply> {
   const organizationId = requireOrganization(request)
+  // Watched from the start: a client that leaves while the prompt renders is noticed too, and
+  // `execute` then calls no provider.
+  const signal = clientSignal(reply)
   const prepared = await deps.runs.prepare(
     {
       caller: request.caller,
@@ -47,7 +110,6 @@ async function run(
     prompt,
     body,
   )
-  const signal = clientSignal(reply)
   if (!wantsStream(request, body)) return deps.runs.execute(prepared, signal)
 
   const out = new PassThrough()
@@ -55,45 +117,21 @@ async function run(
     .header('content-type', 'text/event-stream; charset=utf-8')
     .header('cache-control', 'no-cache, no-transform')
     .header('x-accel-buffering', 'no')
-  let last = Date.now()
-  const heartbeat = setInterval(() => {
-    if (Date.now() - last >= deps.heartbeatMs) {
-      out.write(': keep-alive\n\n')
-      last = Date.now()
-    }
-  }, deps.heartbeatMs)
-  heartbeat.unref()
-  let pending = ''
-  const flush = () => {
-    if (pending) out.write(pending)
-    pending = ''
-  }
-  deps.runs
-    .execute(prepared, signal, (content) => {
-      last = Date.now()
-      if (!pending) setImmediate(flush)
-      pending += event('delta', { content })
-    })
-    .then(
-      (result) => {
-        flush()
-        out.end(event('done', result))
-      },
-      (err: unknown) => {
-        flush()
-        const e = err instanceof AppError ? err : new AppError('INTERNAL_ERROR', 'internal error')
-        if (!(err instanceof AppError)) request.log.error({ err }, 'run failed')
-        out.end(
-          event('error', {
-            code: e.code,
-            message: e.message,
-            ...(e.details !== undefined ? { details: e.details } : {}),
-            requestId: request.id,
-          }),
-        )
-      },
-    )
-    .finally(() => clearInterval(heartbeat))
+  void writeSse(
+    out,
+    deps.heartbeatMs,
+    (onDelta) => deps.runs.execute(prepared, signal, onDelta),
+    (err) => {
+      const e = err instanceof AppError ? err : new AppError('INTERNAL_ERROR', 'internal error')
+      if (!(err instanceof AppError)) request.log.error({ err }, 'run failed')
+      return {
+        code: e.code,
+        message: e.message,
+        ...(e.details !== undefined ? { details: e.details } : {}),
+        requestId: request.id,
+      }
+    },
+  )
   return reply.send(out)
 }
 

@@ -127,12 +127,6 @@ export class Connections {
       ])
     }
     const baseUrl = body.baseUrl ? await egress.checkBaseUrl(body.baseUrl) : null
-    if ((await store.countConnections(organizationId)) >= this.deps.maxPerOrganization) {
-      throw new AppError(
-        'CONFLICT',
-        `an organization holds at most ${this.deps.maxPerOrganization} connections`,
-      )
-    }
     const id = newId()
     const now = new Date().toISOString()
     const headers = body.headers ?? {}
@@ -151,7 +145,13 @@ export class Connections {
       updatedAt: now,
     }
     const entries = this.audit(audit, organizationId, 'connection.created', id, `created ${describe(record)}`)
-    await store.insertConnection(record, entries)
+    // The bound is checked in the insert's own transaction: creates at once do not pass it together.
+    if (!(await store.insertConnection(record, this.deps.maxPerOrganization, entries))) {
+      throw new AppError(
+        'CONFLICT',
+        `an organization holds at most ${this.deps.maxPerOrganization} connections`,
+      )
+    }
     this.audited(entries)
     return toConnection(record)
   }

@@ -96,11 +96,25 @@ export class Egress {
       }
     }
     let addresses: Awaited<ReturnType<typeof checkTargetUrl>>['addresses']
+    let timer: NodeJS.Timeout | undefined
     try {
-      ;({ addresses } = await checkTargetUrl(baseUrl, {
-        allowPrivate: false,
-        ...(this.lookup ? { lookup: this.lookup } : {}),
-      }))
+      // The lookup comes before the call's deadline starts: the connect timeout bounds it, as it
+      // bounds a connection. One that does not answer is left to finish in the background (a
+      // system lookup cannot be cancelled), its answer unused.
+      const slow = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(lookupTimedOut(baseUrl, this.connectTimeoutMs)),
+          this.connectTimeoutMs,
+        )
+        timer.unref()
+      })
+      ;({ addresses } = await Promise.race([
+        checkTargetUrl(baseUrl, {
+          allowPrivate: false,
+          ...(this.lookup ? { lookup: this.lookup } : {}),
+        }),
+        slow,
+      ]))
     } catch (err) {
       if (err instanceof SsrfError) {
         throw new AppError('PROVIDER_ERROR', "the connection's base URL is not allowed now", {
@@ -109,6 +123,8 @@ export class Egress {
         })
       }
       throw err
+    } finally {
+      clearTimeout(timer)
     }
     const dispatcher = pinnedDispatcher(addresses, { connectTimeoutMs: this.connectTimeoutMs })
     return {
@@ -129,6 +145,14 @@ export class Egress {
 function normalizeHost(host: string): string {
   const h = host.toLowerCase()
   return h.startsWith('[') && h.endsWith(']') ? h.slice(1, -1) : h
+}
+
+/** As a connection past RUN_CONNECT_TIMEOUT_MS is answered (`providerFailure`): 504 PROVIDER_TIMEOUT. */
+function lookupTimedOut(baseUrl: string, timeoutMs: number): AppError {
+  return new AppError('PROVIDER_TIMEOUT', 'the model provider did not answer in time', {
+    timeoutMs,
+    message: `resolving ${new URL(baseUrl).hostname} took longer than RUN_CONNECT_TIMEOUT_MS`,
+  })
 }
 
 function invalidBaseUrl(message: string): AppError {

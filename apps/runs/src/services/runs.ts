@@ -17,7 +17,7 @@ import type { RunStore } from '../store/types.ts'
 import type { Connections, OpenConnection } from './connections.ts'
 import type { Egress } from './egress.ts'
 import type { OrgLimiter } from './limiter.ts'
-import type { Completion, ProviderAdapter, ProviderTarget } from './providers/types.ts'
+import type { Completion, OnDelta, ProviderAdapter, ProviderTarget } from './providers/types.ts'
 import type { PromptRef, RenderClient, Rendered } from './render.ts'
 
 /** Who runs: the verified caller, and its signed context as it arrived (forwarded to render). */
@@ -90,6 +90,22 @@ function outputBytes(completion: Completion): number {
   return n
 }
 
+/** `wait` settled, or `signal` fired, whichever comes first. */
+function untilAborted(wait: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    signal.addEventListener('abort', done, { once: true })
+    wait.then(done, (err: unknown) => {
+      signal.removeEventListener('abort', done)
+      reject(err)
+    })
+  })
+}
+
 /** SDK clients kept for connections whose calls share one dispatcher (building one per call costs). */
 const CLIENT_CACHE_MAX = 256
 
@@ -152,14 +168,11 @@ export class Runs {
   }
 
   /**
-   * Calls the model (streamed when `onDelta` is given), logs the run, answers its result. The
-   * call is aborted when `signal` fires (the client left) or at the deadline (504).
+   * Calls the model (streamed when `onDelta` is given; the stream is read on when the promise it
+   * answers settles), logs the run, answers its result. The call is aborted when `signal` fires
+   * (the client left) or at the deadline (504).
    */
-  async execute(
-    run: PreparedRun,
-    signal: AbortSignal,
-    onDelta?: (content: string) => void,
-  ): Promise<RunResult> {
+  async execute(run: PreparedRun, signal: AbortSignal, onDelta?: OnDelta): Promise<RunResult> {
     const { timeoutMs, maxOutputBytes } = this.deps
     // The client leaving or the deadline aborts the call; set once the client is ready (loading
     // an SDK is not the provider's time), cleared when the call ends.
@@ -198,6 +211,8 @@ export class Runs {
       limit = deadline(signal, timeoutMs)
       started = performance.now()
       const callSignal = limit.signal
+      // A client gone already (while the prompt rendered, or the lookup ran) gets no provider call.
+      if (callSignal.aborted) throw callSignal.reason
       const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
@@ -208,7 +223,10 @@ export class Runs {
             streamedBytes += Buffer.byteLength(content)
             if (streamedBytes > maxOutputBytes) throw tooLong(maxOutputBytes)
             streamed += content
-            onDelta(content)
+            // The provider's stream is read on once the client has taken this delta, or when the
+            // call is aborted (a reader that stopped does not hold the call past its deadline).
+            const taken = onDelta(content)
+            return taken && untilAborted(taken, callSignal)
           })
         : await adapter.complete(call)
       // The SDKs end an aborted stream quietly, as if the answer were complete: a call cut

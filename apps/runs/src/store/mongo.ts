@@ -1,5 +1,5 @@
 import type { AuditEntry, RunRecord } from '@pm/contracts'
-import { MongoAuditOutbox, mongoTransaction } from '@pm/kit/mongo'
+import { ensureCollection, MongoAuditOutbox, mongoTransaction } from '@pm/kit/mongo'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
 
@@ -14,6 +14,8 @@ export class MongoRunStore implements RunStore {
   private readonly db: Db
   private readonly connections: Collection<ConnectionRecord>
   private readonly runs: Collection<RunRecord>
+  /** One document per organization, written by every connection create (`insertConnection`). */
+  private readonly connectionGuards: Collection<{ _id: string; creates: number }>
   /** Audit entries written in their change's transaction, until the relay has published them. */
   private readonly auditOutbox: MongoAuditOutbox
 
@@ -23,6 +25,7 @@ export class MongoRunStore implements RunStore {
     this.db = client.db(dbName)
     this.connections = this.db.collection('connections')
     this.runs = this.db.collection('runs')
+    this.connectionGuards = this.db.collection('connection_guards')
     this.auditOutbox = new MongoAuditOutbox(this.db)
   }
 
@@ -38,6 +41,8 @@ export class MongoRunStore implements RunStore {
 
   async init(): Promise<void> {
     await this.auditOutbox.init()
+    // Written only in transactions: made here, so that none has to create it.
+    await ensureCollection(this.db, 'connection_guards')
     await Promise.all([
       this.connections.createIndex({ organizationId: 1, createdAt: 1, _id: 1 }),
       this.runs.createIndex({ organizationId: 1, 'prompt.promptId': 1, createdAt: -1, _id: -1 }),
@@ -45,23 +50,32 @@ export class MongoRunStore implements RunStore {
     ])
   }
 
-  async insertConnection(record: ConnectionRecord, audit: AuditEntry[] = []): Promise<void> {
-    if (audit.length === 0) {
-      await this.connections.insertOne({ ...record })
-      return
-    }
-    await mongoTransaction(this.client, async (session) => {
+  async insertConnection(
+    record: ConnectionRecord,
+    maxPerOrganization: number,
+    audit: AuditEntry[] = [],
+  ): Promise<boolean> {
+    const { organizationId } = record
+    return mongoTransaction(this.client, async (session) => {
+      // A count alone does not serialize: two creates at once each count in their own snapshot
+      // and insert different documents, which do not conflict. Both first write the
+      // organization's guard document, so the second meets a write conflict (a transient error:
+      // withTransaction runs it again, and its count then includes the first's insert).
+      await this.connectionGuards.updateOne(
+        { _id: organizationId },
+        { $inc: { creates: 1 } },
+        { session, upsert: true },
+      )
+      const held = await this.connections.countDocuments({ organizationId }, { session })
+      if (held >= maxPerOrganization) return false
       await this.connections.insertOne({ ...record }, { session })
-      await this.auditOutbox.insert(audit, session)
+      if (audit.length > 0) await this.auditOutbox.insert(audit, session)
+      return true
     })
   }
 
   async listConnections(organizationId: string): Promise<ConnectionRecord[]> {
     return this.connections.find({ organizationId }).sort({ createdAt: 1, _id: 1 }).toArray()
-  }
-
-  async countConnections(organizationId: string): Promise<number> {
-    return this.connections.countDocuments({ organizationId })
   }
 
   async getConnection(organizationId: string, id: string): Promise<ConnectionRecord | null> {

@@ -82,8 +82,18 @@ export class SqliteRunStore implements RunStore {
     return this.outbox.pruneAuditOutbox(before)
   }
 
-  async insertConnection(c: ConnectionRecord, audit: AuditEntry[] = []): Promise<void> {
-    transaction(this.db, () => {
+  async insertConnection(
+    c: ConnectionRecord,
+    maxPerOrganization: number,
+    audit: AuditEntry[] = [],
+  ): Promise<boolean> {
+    return transaction(this.db, () => {
+      const held = queryOne(
+        this.db,
+        'SELECT COUNT(*) AS n FROM connections WHERE organization_id = ?',
+        c.organizationId,
+      )
+      if (Number(held?.n ?? 0) >= maxPerOrganization) return false
       this.db
         .prepare(
           `INSERT INTO connections (id, organization_id, name, provider, base_url, sealed_key, key_hint, models,
@@ -104,6 +114,7 @@ export class SqliteRunStore implements RunStore {
           c.updatedAt,
         )
       insertAuditOutbox(this.db, audit)
+      return true
     })
   }
 
@@ -113,13 +124,6 @@ export class SqliteRunStore implements RunStore {
       'SELECT * FROM connections WHERE organization_id = ? ORDER BY created_at, id',
       organizationId,
     ).map(toConnection)
-  }
-
-  async countConnections(organizationId: string): Promise<number> {
-    return Number(
-      queryOne(this.db, 'SELECT COUNT(*) AS n FROM connections WHERE organization_id = ?', organizationId)
-        ?.n ?? 0,
-    )
   }
 
   async getConnection(organizationId: string, id: string): Promise<ConnectionRecord | null> {

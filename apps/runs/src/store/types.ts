@@ -40,9 +40,17 @@ export interface RunStore extends AuditOutbox {
    * `audit`: the change's audit entries (DESIGN section 15), written into the audit outbox in the
    * same transaction, and only when the change is made.
    */
-  insertConnection(record: ConnectionRecord, audit?: AuditEntry[]): Promise<void>
+  /**
+   * Inserts the connection unless its organization holds `maxPerOrganization` already (false,
+   * nothing written): the count and the insert are one transaction, so that creates at once do
+   * not pass the bound together.
+   */
+  insertConnection(
+    record: ConnectionRecord,
+    maxPerOrganization: number,
+    audit?: AuditEntry[],
+  ): Promise<boolean>
   listConnections(organizationId: string): Promise<ConnectionRecord[]>
-  countConnections(organizationId: string): Promise<number>
   getConnection(organizationId: string, id: string): Promise<ConnectionRecord | null>
   /** Null when the connection is not in the organization (and no entry is written). */
   updateConnection(

@@ -1,7 +1,8 @@
 import Anthropic from '@anthropic-ai/sdk'
 import type { RunParams, ToolCall } from '@pm/contracts'
+import { invalidAnswer, optionalText, requiredText, tokenCount } from '../../domain/answer.ts'
 import { streamEndedEarly } from '../../domain/failure.ts'
-import type { Completion, ModelCall, ProviderAdapter, ProviderTarget } from './types.ts'
+import type { Completion, ModelCall, OnDelta, ProviderAdapter, ProviderTarget } from './types.ts'
 
 type MessageParams = Anthropic.Messages.MessageCreateParamsNonStreaming
 
@@ -15,6 +16,10 @@ const FINISH: Record<string, string> = {
   tool_use: 'tool_calls',
   refusal: 'content_filter',
 }
+
+/** OpenAI's word for a stop reason, else Anthropic's own (`hasOwn`: a `constructor` is not a key). */
+const finish = (reason: string): string =>
+  Object.hasOwn(FINISH, reason) ? (FINISH[reason] ?? reason) : reason
 
 function toolChoice(choice: RunParams['tool_choice']): MessageParams['tool_choice'] {
   if (choice === undefined) return undefined
@@ -84,22 +89,31 @@ export class AnthropicAdapter implements ProviderAdapter {
 
   async complete(call: ModelCall): Promise<Completion> {
     const answer = await this.client.messages.create(anthropicBody(call), { signal: call.signal })
+    // Checked as it is read: the SDK does not (domain/answer.ts).
+    if (!Array.isArray(answer.content)) throw invalidAnswer('content is not a list')
     let content = ''
     const toolCalls: ToolCall[] = []
     for (const block of answer.content) {
-      if (block.type === 'text') content += block.text
+      if (block.type === 'text') content += requiredText(block.text, 'content')
       else if (block.type === 'tool_use')
-        toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input) })
+        toolCalls.push({
+          id: optionalText(block.id, "a tool call's id") ?? '',
+          name: optionalText(block.name, "a tool call's name") ?? '',
+          arguments: JSON.stringify(block.input ?? {}),
+        })
     }
     return {
       content,
       toolCalls,
-      finishReason: FINISH[answer.stop_reason ?? 'end_turn'] ?? String(answer.stop_reason),
-      usage: { inputTokens: answer.usage.input_tokens, outputTokens: answer.usage.output_tokens },
+      finishReason: finish(optionalText(answer.stop_reason, 'stop_reason') ?? 'end_turn'),
+      usage: {
+        inputTokens: tokenCount(answer.usage?.input_tokens),
+        outputTokens: tokenCount(answer.usage?.output_tokens),
+      },
     }
   }
 
-  async stream(call: ModelCall, onDelta: (content: string) => void): Promise<Completion> {
+  async stream(call: ModelCall, onDelta: OnDelta): Promise<Completion> {
     const stream = await this.client.messages.create(
       { ...anthropicBody(call), stream: true },
       { signal: call.signal },
@@ -113,33 +127,37 @@ export class AnthropicAdapter implements ProviderAdapter {
     for await (const event of stream) {
       switch (event.type) {
         case 'message_start':
-          usage.inputTokens = event.message.usage.input_tokens
-          usage.outputTokens = event.message.usage.output_tokens
+          usage.inputTokens = tokenCount(event.message?.usage?.input_tokens)
+          usage.outputTokens = tokenCount(event.message?.usage?.output_tokens)
           break
         case 'content_block_start':
-          if (event.content_block.type === 'tool_use')
+          if (event.content_block?.type === 'tool_use')
             calls.set(event.index, {
-              id: event.content_block.id,
-              name: event.content_block.name,
+              id: optionalText(event.content_block.id, "a tool call's id") ?? '',
+              name: optionalText(event.content_block.name, "a tool call's name") ?? '',
               arguments: '',
             })
           break
         case 'content_block_delta':
-          if (event.delta.type === 'text_delta') {
-            content += event.delta.text
-            onDelta(event.delta.text)
-          } else if (event.delta.type === 'input_json_delta') {
+          if (event.delta?.type === 'text_delta') {
+            const text = requiredText(event.delta.text, 'content')
+            content += text
+            await onDelta(text)
+          } else if (event.delta?.type === 'input_json_delta') {
             const known = calls.get(event.index)
-            if (known) known.arguments += event.delta.partial_json
+            if (known)
+              known.arguments += optionalText(event.delta.partial_json, "a tool call's arguments") ?? ''
           }
           break
-        case 'message_delta':
-          if (event.delta.stop_reason) {
-            finishReason = FINISH[event.delta.stop_reason] ?? event.delta.stop_reason
+        case 'message_delta': {
+          const reason = optionalText(event.delta?.stop_reason, 'stop_reason')
+          if (reason) {
+            finishReason = finish(reason)
             ended = true
           }
-          usage.outputTokens = event.usage.output_tokens
+          usage.outputTokens = tokenCount(event.usage?.output_tokens)
           break
+        }
         case 'message_stop':
           ended = true
           break

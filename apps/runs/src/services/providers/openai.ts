@@ -1,7 +1,8 @@
 import type { ToolCall } from '@pm/contracts'
 import OpenAI from 'openai'
+import { listOf, optionalText, tokenCount } from '../../domain/answer.ts'
 import { streamEndedEarly } from '../../domain/failure.ts'
-import type { Completion, ModelCall, ProviderAdapter, ProviderTarget } from './types.ts'
+import type { Completion, ModelCall, OnDelta, ProviderAdapter, ProviderTarget } from './types.ts'
 
 type ChatParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming
 
@@ -32,24 +33,29 @@ export class OpenAIAdapter implements ProviderAdapter {
 
   async complete(call: ModelCall): Promise<Completion> {
     const answer = await this.client.chat.completions.create(body(call), { signal: call.signal })
-    const choice = answer.choices[0]
+    // Checked as it is read: the SDK does not (domain/answer.ts).
+    const choice = listOf(answer.choices)[0]
     const toolCalls: ToolCall[] = []
-    for (const t of choice?.message.tool_calls ?? []) {
+    for (const t of listOf(choice?.message?.tool_calls)) {
       if (t.type === 'function')
-        toolCalls.push({ id: t.id, name: t.function.name, arguments: t.function.arguments })
+        toolCalls.push({
+          id: optionalText(t.id, "a tool call's id") ?? '',
+          name: optionalText(t.function?.name, "a tool call's name") ?? '',
+          arguments: optionalText(t.function?.arguments, "a tool call's arguments") ?? '',
+        })
     }
     return {
-      content: choice?.message.content ?? '',
+      content: optionalText(choice?.message?.content, 'content') ?? '',
       toolCalls,
-      finishReason: choice?.finish_reason ?? 'stop',
+      finishReason: optionalText(choice?.finish_reason, 'finish_reason') ?? 'stop',
       usage: {
-        inputTokens: answer.usage?.prompt_tokens ?? 0,
-        outputTokens: answer.usage?.completion_tokens ?? 0,
+        inputTokens: tokenCount(answer.usage?.prompt_tokens),
+        outputTokens: tokenCount(answer.usage?.completion_tokens),
       },
     }
   }
 
-  async stream(call: ModelCall, onDelta: (content: string) => void): Promise<Completion> {
+  async stream(call: ModelCall, onDelta: OnDelta): Promise<Completion> {
     const stream = await this.client.chat.completions.create(
       { ...body(call), stream: true, stream_options: { include_usage: true } },
       { signal: call.signal },
@@ -62,23 +68,30 @@ export class OpenAIAdapter implements ProviderAdapter {
     const calls = new Map<number, ToolCall>()
     for await (const chunk of stream) {
       if (chunk.usage)
-        usage = { inputTokens: chunk.usage.prompt_tokens, outputTokens: chunk.usage.completion_tokens }
-      const choice = chunk.choices[0]
+        usage = {
+          inputTokens: tokenCount(chunk.usage.prompt_tokens),
+          outputTokens: tokenCount(chunk.usage.completion_tokens),
+        }
+      const choice = listOf(chunk.choices)[0]
       if (!choice) continue
-      const piece = choice.delta.content
+      const piece = optionalText(choice.delta?.content, 'content')
       if (piece) {
         content += piece
-        onDelta(piece)
+        await onDelta(piece)
       }
-      for (const t of choice.delta.tool_calls ?? []) {
+      for (const t of listOf(choice.delta?.tool_calls)) {
         const known = calls.get(t.index) ?? { id: '', name: '', arguments: '' }
-        if (t.id) known.id = t.id
-        if (t.function?.name) known.name += t.function.name
-        if (t.function?.arguments) known.arguments += t.function.arguments
+        const id = optionalText(t.id, "a tool call's id")
+        const name = optionalText(t.function?.name, "a tool call's name")
+        const args = optionalText(t.function?.arguments, "a tool call's arguments")
+        if (id) known.id = id
+        if (name) known.name += name
+        if (args) known.arguments += args
         calls.set(t.index, known)
       }
-      if (choice.finish_reason) {
-        finishReason = choice.finish_reason
+      const reason = optionalText(choice.finish_reason, 'finish_reason')
+      if (reason) {
+        finishReason = reason
         ended = true
       }
     }

@@ -19,12 +19,20 @@ export interface Completion {
 }
 
 /**
+ * Told each piece of a streamed answer's text as it comes. A promise answered holds the read of
+ * the provider's stream until it settles: a slow reader on the other side slows the provider's
+ * read instead of filling this process's memory (backpressure).
+ */
+export type OnDelta = (content: string) => Promise<void> | undefined
+
+/**
  * One provider behind the same two calls (STYLE: "Provider SDKs sit behind one small interface
- * with one adapter per provider"). `stream` calls `onDelta` with each piece of text as it comes.
+ * with one adapter per provider"). `stream` calls `onDelta` with each piece of text as it comes,
+ * and reads no further before the promise it answers has settled.
  */
 export interface ProviderAdapter {
   complete(call: ModelCall): Promise<Completion>
-  stream(call: ModelCall, onDelta: (content: string) => void): Promise<Completion>
+  stream(call: ModelCall, onDelta: OnDelta): Promise<Completion>
 }
 
 /** How an adapter reaches its provider. */
