@@ -1,4 +1,4 @@
-import type { ResolvedApiKey } from '@pm/contracts'
+import { AppError, type ResolvedApiKey } from '@pm/contracts'
 import type { FastifyRequest } from 'fastify'
 import { bodyField } from './body.ts'
 import type { GatewayConfig } from './config.ts'
@@ -35,7 +35,15 @@ export class RequestLimits {
         c.RATE_LIMIT_LOGIN_DURATION_S,
       )
       // Per email, only failures count: a point is taken now (atomic, so parallel guesses
-      // cannot slip past the limit) and given back when the login succeeds.
+      // cannot slip past the limit) and given back when the login succeeds. An email that is no
+      // string is refused here: the services' validation turns a one-item array into its item,
+      // so `["a@example.com"]` would sign in with no point taken.
+      const given = request.peekedBody?.email
+      if (given !== undefined && typeof given !== 'string') {
+        throw new AppError('VALIDATION_ERROR', 'request is invalid', [
+          { path: '/body/email', message: 'must be a string' },
+        ])
+      }
       const email = bodyField(request, 'email')?.trim().toLowerCase()
       if (email) {
         await this.take(

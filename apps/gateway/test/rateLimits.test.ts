@@ -1,5 +1,9 @@
 import { AppError } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
+import type { FastifyRequest } from 'fastify'
+import { loadGatewayConfig } from '../src/app.ts'
+import { RequestLimits } from '../src/limits.ts'
+import type { RoutePolicy } from '../src/policy.ts'
 import { type LimitOutcome, RateLimits, rateLimitHeaders } from '../src/rateLimits.ts'
 
 describe('rate limits (in memory)', () => {
@@ -33,5 +37,31 @@ describe('rate limits (in memory)', () => {
       'ratelimit-policy': '"api-key";q=100;w=60',
       ratelimit: '"api-key";r=42;t=17',
     })
+  })
+})
+
+describe('the login limit per email', () => {
+  const config = loadGatewayConfig({ NODE_ENV: 'test', INTERNAL_AUTH_SECRET: 'x'.repeat(64) })
+  const login = { limit: 'login' } as RoutePolicy
+  const request = (email: unknown) =>
+    ({ ip: '203.0.113.9', peekedBody: { email, password: 'guess' } }) as unknown as FastifyRequest
+
+  it('refuses an email that is no string (an array would be coerced past the limit by the service)', async () => {
+    const limits = new RequestLimits(new RateLimits(undefined), config)
+    for (const email of [['carol@example.com'], 123, { a: 1 }, null]) {
+      const refused = await limits.public(request(email), login).catch((e: unknown) => e)
+      expect(refused).toBeInstanceOf(AppError)
+      expect((refused as AppError).code).toBe('VALIDATION_ERROR')
+    }
+  })
+
+  it('takes a point per attempt of a string email, whatever its case and spaces', async () => {
+    const limits = new RequestLimits(new RateLimits(undefined), config)
+    const points = config.RATE_LIMIT_LOGIN_EMAIL_POINTS
+    for (let i = 0; i < points; i++) {
+      await limits.public(request(i % 2 ? ' Carol@Example.com ' : 'carol@example.com'), login)
+    }
+    const refused = await limits.public(request('CAROL@example.com'), login).catch((e: unknown) => e)
+    expect((refused as AppError).code).toBe('RATE_LIMITED')
   })
 })

@@ -125,6 +125,19 @@ describe('identity: sign-in, sessions, sign-up', () => {
     expect((await post('/api/v1/auth/refresh', { refreshToken: other.refreshToken })).statusCode).toBe(200)
   })
 
+  it('a reused token asking for another organization is still reuse: 401, its family revoked', async () => {
+    const first = (await login()).json<Session>()
+    const second = (await post('/api/v1/auth/refresh', { refreshToken: first.refreshToken })).json<Session>()
+    // An organization the user is not in: answered 404 before, and the family lived on.
+    const replay = await post('/api/v1/auth/refresh', {
+      refreshToken: first.refreshToken,
+      organizationId: 'f'.repeat(24),
+    })
+    expect(replay.statusCode).toBe(401)
+    expect(replay.json().error.code).toBe('INVALID_CREDENTIALS')
+    expect((await post('/api/v1/auth/refresh', { refreshToken: second.refreshToken })).statusCode).toBe(401)
+  })
+
   it('refuses malformed, unknown and expired refresh tokens', async () => {
     for (const refreshToken of ['nope', `rt_${'A'.repeat(43)}`]) {
       const res = await post('/api/v1/auth/refresh', { refreshToken })
@@ -302,6 +315,14 @@ describe('identity: sign-in, sessions, sign-up', () => {
         expect(res.statusCode).toBe(201)
         expect(res.json<LoginResponse>().refreshToken).toBeUndefined()
         expect(cookieOf(res).value).toMatch(/^rt_/)
+        // A name of spaces only is no name (it made a user "" with "'s workspace").
+        const blank = await open.app.inject({
+          method: 'POST',
+          url: '/api/v1/auth/register',
+          payload: { email: 'blank@example.com', password: PASSWORD, name: '   ' },
+          headers: { 'x-pm-context': anonymousContext() },
+        })
+        expect(blank.statusCode).toBe(400)
       } finally {
         await open.close()
       }

@@ -266,6 +266,19 @@ describe('identity: organizations, members, API keys', () => {
       expiresAt: '2001-01-01T00:00:00.000Z',
     })
     expect(past.statusCode).toBe(400)
+    // A leap second passes the date-time format but no Date reads it (it answered 500).
+    const leap = await req('POST', `/api/v1/organizations/${org}/api-keys`, asOwner(), {
+      name: 'leap',
+      scopes: ['prompts:read'],
+      expiresAt: '2030-01-01T23:59:60Z',
+    })
+    expect(leap.statusCode).toBe(400)
+    expect(leap.json().error.code).toBe('VALIDATION_ERROR')
+    const blank = await req('POST', `/api/v1/organizations/${org}/api-keys`, asOwner(), {
+      name: '   ',
+      scopes: ['prompts:read'],
+    })
+    expect(blank.statusCode).toBe(400)
     const duplicate = await req('POST', `/api/v1/organizations/${org}/api-keys`, asOwner(), {
       name: 'x',
       scopes: ['prompts:read', 'prompts:read'],

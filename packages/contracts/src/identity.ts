@@ -115,7 +115,7 @@ export type RateLimitSetting = Static<typeof RateLimitSetting>
 
 export const CreateApiKeyRequest = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100 }),
+    name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' }),
     scopes: Type.Array(Type.Ref(Scope), { minItems: 1, uniqueItems: true }),
     expiresAt: Type.Optional(Timestamp),
     rateLimit: Type.Optional(Type.Ref(RateLimitSetting)),
@@ -161,7 +161,7 @@ export const RegisterRequest = Type.Object(
   {
     email: Email,
     password: Type.String({ minLength: 8, maxLength: 1024 }),
-    name: Type.String({ minLength: 1, maxLength: 200 }),
+    name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }),
     cookie: CookieMode,
   },
   { $id: 'RegisterRequest', additionalProperties: false },

@@ -490,7 +490,14 @@ export class IdentityService {
     input: CreateApiKeyRequest,
     audit?: AuditContext,
   ): Promise<{ apiKey: ApiKey; key: string }> {
-    if (input.expiresAt && Date.parse(input.expiresAt) <= Date.now()) {
+    // `date-time` admits what Date cannot read (a leap second, 23:59:60): refused, not a 500.
+    const expires = input.expiresAt ? Date.parse(input.expiresAt) : undefined
+    if (expires !== undefined && !Number.isFinite(expires)) {
+      throw new AppError('VALIDATION_ERROR', 'request is invalid', [
+        { path: '/body/expiresAt', message: 'must be a date and time that exists (no leap second)' },
+      ])
+    }
+    if (expires !== undefined && expires <= Date.now()) {
       throw new AppError('VALIDATION_ERROR', 'expiresAt must be in the future', [
         { path: '/body/expiresAt', message: 'must be in the future' },
       ])
@@ -503,7 +510,7 @@ export class IdentityService {
       prefix: apiKeyPrefix(key),
       hash: hashApiKey(key),
       scopes: [...new Set(input.scopes)] as Scope[],
-      expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
+      expiresAt: expires !== undefined ? new Date(expires).toISOString() : null,
       rateLimit: input.rateLimit ?? null,
       createdBy,
       createdAt: new Date().toISOString(),

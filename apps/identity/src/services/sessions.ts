@@ -64,11 +64,16 @@ export class Sessions {
     if (!REFRESH_PATTERN.test(refreshToken)) return { ok: false, reason: 'invalid' }
     const hash = hashRefreshToken(refreshToken)
     if (requestedOrg) {
-      // Checked before the token is used, so a refused switch leaves the session as it was.
+      // Checked before the token is used, so a refused switch leaves the session as it was; only
+      // for a token still good: a used, revoked or expired one goes on to be refused below as
+      // such (a reused one revoking its family), never answered with what its user belongs to.
       const peek = await this.store.findRefreshToken(hash)
       if (!peek) return { ok: false, reason: 'invalid' }
-      const m = await this.store.getMembership(requestedOrg, peek.userId)
-      if (m?.status !== 'ACTIVE') throw new AppError('NOT_FOUND', 'organization not found')
+      const live = peek.usedAt === null && peek.revokedAt === null && Date.parse(peek.expiresAt) > Date.now()
+      if (live) {
+        const m = await this.store.getMembership(requestedOrg, peek.userId)
+        if (m?.status !== 'ACTIVE') throw new AppError('NOT_FOUND', 'organization not found')
+      }
     }
     const now = new Date()
     const found = await this.store.useRefreshToken(hash, now.toISOString())
