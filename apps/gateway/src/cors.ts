@@ -26,7 +26,9 @@ export async function registerCors(app: Service, origins: string[]): Promise<voi
     origin: (origin, cb) => cb(null, origin !== undefined && allowed.has(origin) ? origin : false),
     credentials: true,
     methods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
-    allowedHeaders: ['authorization', 'content-type', 'x-request-id'],
+    // x-csrf-protection: a cookie-mode refresh or logout needs it (identity refuses one without);
+    // x-subject-id: the subject of a split's sticky pick.
+    allowedHeaders: ['authorization', 'content-type', 'x-request-id', 'x-csrf-protection', 'x-subject-id'],
     exposedHeaders: EXPOSED,
     maxAge: 600,
     strictPreflight: true,

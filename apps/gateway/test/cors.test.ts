@@ -70,6 +70,9 @@ describe('CORS_ORIGINS', () => {
       expect(res.headers['access-control-allow-credentials']).toBe('true')
       expect(String(res.headers['access-control-allow-methods'])).toContain('POST')
       expect(String(res.headers['access-control-allow-headers'])).toContain('authorization')
+      // A cookie-mode refresh sends x-csrf-protection; a split's sticky pick x-subject-id.
+      expect(String(res.headers['access-control-allow-headers'])).toContain('x-csrf-protection')
+      expect(String(res.headers['access-control-allow-headers'])).toContain('x-subject-id')
       expect(String(res.headers.vary)).toContain('Origin')
     })
 
