@@ -236,6 +236,39 @@ describe('identity: organizations, members, API keys', () => {
     expect(owners).toHaveLength(1)
   })
 
+  it('an ADMIN cannot remove or demote a member an OWNER made OWNER after the ADMIN was checked', async () => {
+    await req('POST', `/api/v1/organizations/${org}/members`, asOwner(), {
+      email: 'bob@example.com',
+      role: 'ADMIN',
+    })
+    await req('POST', `/api/v1/organizations/${org}/members`, asOwner(), { email: 'carol@example.com' })
+    // The race, made certain: the service's first look sees carol a MEMBER, and an OWNER
+    // promotes her before the ADMIN's change reaches the store.
+    const store = t.store
+    const racing = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'getMembership') {
+          return async (o: string, u: string) => {
+            const seen = await target.getMembership(o, u)
+            if (u === carol) await target.changeMembership(org, carol, { role: 'OWNER' })
+            return seen
+          }
+        }
+        const value = Reflect.get(target, prop, receiver)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const service = new IdentityService(racing, t.bus, undefined, { passwordCost: TEST_PASSWORD_COST })
+    const admin = { kind: 'user' as const, userId: bob, role: 'ADMIN' as const }
+    await expect(service.removeMember(org, admin, carol)).rejects.toMatchObject({ code: 'FORBIDDEN' })
+    expect(await store.getMembership(org, carol)).toMatchObject({ role: 'OWNER', status: 'ACTIVE' })
+    await store.changeMembership(org, carol, { role: 'MEMBER' })
+    await expect(service.updateMember(org, admin, carol, { role: 'MEMBER' })).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+    })
+    expect(await store.getMembership(org, carol)).toMatchObject({ role: 'OWNER' })
+  })
+
   it('shows a key once, lists keys without secrets, revokes with a broadcast', async () => {
     const created = await req('POST', `/api/v1/organizations/${org}/api-keys`, asOwner(), {
       name: 'ci',

@@ -430,6 +430,9 @@ export class IdentityService {
             return [{ ...template, summary: `changed ${who}: ${said.join(', ')}`.slice(0, 500) }]
           }
         : undefined,
+      // Again on the membership as the transaction reads it: an OWNER may have promoted this
+      // member to OWNER since the check above (an ADMIN would then change an OWNER).
+      (now) => mayChangeRole(actor, now.role, change.role ?? now.role),
     )
     if (audited) this.onAudit()
     return this.memberOutcome(result)
@@ -465,6 +468,7 @@ export class IdentityService {
             return [{ ...template, summary: `removed ${who} (${before.role})`.slice(0, 500) }]
           }
         : undefined,
+      (now) => mayChangeRole(actor, now.role, null),
     )
     if (audited) this.onAudit()
     return this.memberOutcome(result)
@@ -476,6 +480,8 @@ export class IdentityService {
         throw new AppError('NOT_FOUND', 'member not found')
       case 'last-owner':
         throw new AppError('CONFLICT', 'an organization needs at least one ACTIVE OWNER')
+      case 'forbidden':
+        throw new AppError('FORBIDDEN', 'only an OWNER may change or remove an OWNER')
       default: {
         this.membershipChanged(result.membership.organizationId, result.membership.userId)
         const user = await this.store.findUserById(result.membership.userId)

@@ -235,6 +235,7 @@ export class MongoIdentityStore implements IdentityStore {
     userId: string,
     change: MembershipChange,
     audit?: MembershipAudit,
+    allowed?: (current: MembershipRecord) => boolean,
   ): Promise<MembershipChangeResult> {
     const session = this.client.startSession({ defaultTransactionOptions: TRANSACTION_OPTIONS })
     try {
@@ -249,6 +250,10 @@ export class MongoIdentityStore implements IdentityStore {
           return
         }
         const current = stripMembership(doc)
+        if (allowed && !allowed(current)) {
+          result = { outcome: 'forbidden' }
+          return
+        }
         const next = change === 'remove' ? null : { ...current, ...change }
         const wasOwner = current.role === 'OWNER' && current.status === 'ACTIVE'
         const staysOwner = next !== null && next.role === 'OWNER' && next.status === 'ACTIVE'

@@ -318,6 +318,7 @@ export class SqliteIdentityStore implements IdentityStore {
     userId: string,
     change: MembershipChange,
     audit?: MembershipAudit,
+    allowed?: (current: MembershipRecord) => boolean,
   ): Promise<MembershipChangeResult> {
     // BEGIN IMMEDIATE serialises writers, so two owners demoting each other cannot both pass.
     return transaction(this.db, (): MembershipChangeResult => {
@@ -329,6 +330,7 @@ export class SqliteIdentityStore implements IdentityStore {
       )
       if (!row) return { outcome: 'not-found' }
       const current = toMembership(row)
+      if (allowed && !allowed(current)) return { outcome: 'forbidden' }
       const next = change === 'remove' ? null : { ...current, ...change }
       const wasOwner = current.role === 'OWNER' && current.status === 'ACTIVE'
       const staysOwner = next !== null && next.role === 'OWNER' && next.status === 'ACTIVE'

@@ -80,6 +80,8 @@ export type MembershipChangeResult =
   | { outcome: 'removed'; membership: MembershipRecord }
   | { outcome: 'not-found' }
   | { outcome: 'last-owner' }
+  /** `allowed` said no to the membership as the transaction read it. */
+  | { outcome: 'forbidden' }
 
 export interface SigningKeyRecord {
   kid: string
@@ -139,6 +141,7 @@ export interface IdentityStore extends AuditOutbox {
     userId: string,
     change: MembershipChange,
     audit?: MembershipAudit,
+    allowed?: (current: MembershipRecord) => boolean,
   ): Promise<MembershipChangeResult>
 
   createApiKey(key: ApiKeyRecord, audit?: AuditEntry[]): Promise<void>
