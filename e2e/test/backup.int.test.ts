@@ -171,6 +171,8 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
       'identity.db',
       'prompts.db',
       'webhooks.db',
+      'runs.db',
+      'experiments.db',
       'secret.key',
     ])
     expect(existsSync(file)).toBe(true)
@@ -272,8 +274,8 @@ describe('pm backup / pm restore (embedded default, SQLite)', () => {
     const forced = await cli(['restore', file, '--data-dir', twice, '--force', '--json'])
     expect(forced.code).toBe(0)
     const { setAside } = JSON.parse(forced.stdout) as { setAside: string[] }
-    // The three stores and the key file.
-    expect(setAside).toHaveLength(4)
+    // The five stores and the key file.
+    expect(setAside).toHaveLength(6)
     for (const f of setAside) expect(existsSync(f)).toBe(true)
     const empty = await cli(['backup', '--out', join(root, 'x.pmbak'), '--data-dir', join(root, 'nothing')])
     expect(empty.code).toBe(1)

@@ -3,23 +3,24 @@ import {
   chmodSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
   renameSync,
   rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { backup, DatabaseSync } from 'node:sqlite'
 import { ensurePrivateDir, ensurePrivateFile, SECRET_KEY_FILE, sqliteHolders } from '@pm/kit'
 
-/** The embedded default's SQLite stores under DATA_DIR (each service opens its own). */
-export const STORE_FILES = ['identity.db', 'prompts.db', 'webhooks.db'] as const
+/**
+ * The embedded default's SQLite stores under DATA_DIR (each service opens its own; the services'
+ * sources name them, and test/backup.test.ts fails when this list and theirs disagree).
+ */
+export const STORE_FILES = ['identity.db', 'prompts.db', 'webhooks.db', 'runs.db', 'experiments.db'] as const
 /**
  * Also in a backup when present: the embedded default's key file, without which the sealed
- * secrets of webhooks.db (and of later stores) do not open after a restore.
+ * secrets of webhooks.db and runs.db (webhook secrets, provider keys) do not open after a restore.
  */
 export const KEY_FILE = SECRET_KEY_FILE
 type StoreFile = (typeof STORE_FILES)[number] | typeof KEY_FILE
@@ -42,33 +43,91 @@ export interface BackupResult {
 const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex')
 
 /**
+ * Where a backup to `out` is put together: a 0700 folder beside it holding the store copies and
+ * the bundle (`partial`) until it is renamed to `out`. Beside the output, not in the shared temp
+ * folder: the copies hold password hashes and sealed secrets, and leftovers of a killed run are
+ * where the operator looks and where the next backup to `out` removes them. `${out}.partial` is
+ * where versions before this one wrote the bundle.
+ */
+export function stagingPaths(out: string): { dir: string; partial: string; legacyPartial: string } {
+  const dir = `${out}.staging`
+  return { dir, partial: join(dir, 'backup.partial'), legacyPartial: `${out}.partial` }
+}
+
+/** The part of `process` that onInterrupt uses (a fake one in tests). */
+export interface SignalTarget {
+  pid: number
+  once(signal: NodeJS.Signals, listener: (signal: NodeJS.Signals) => void): unknown
+  off(signal: NodeJS.Signals, listener: (signal: NodeJS.Signals) => void): unknown
+  kill(pid: number, signal: NodeJS.Signals): unknown
+}
+
+/**
+ * Runs `cleanup` when SIGINT or SIGTERM arrives, then raises the signal again with the listener
+ * gone, so the process ends as that signal would have ended it (exit status 130 / 143 in a
+ * shell). Answers the function that stops listening.
+ */
+export function onInterrupt(cleanup: () => void, target: SignalTarget = process): () => void {
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM']
+  const stop = () => {
+    for (const signal of signals) target.off(signal, listener)
+  }
+  const listener = (signal: NodeJS.Signals) => {
+    stop()
+    try {
+      cleanup()
+    } finally {
+      target.kill(target.pid, signal)
+    }
+  }
+  for (const signal of signals) target.once(signal, listener)
+  return stop
+}
+
+/**
  * A consistent online copy of each store, taken with SQLite's online backup API (node:sqlite's
  * `backup`, i.e. sqlite3_backup_* of the SQLite built into Node) while the service keeps
  * writing: each copy is one snapshot of its database. The copies go into one file, itself a
- * SQLite database (`files(name, sha256, bytes, content)` and `meta(key, value)`), written
- * beside `out` and renamed into place, so a crash never leaves a half-written backup.
+ * SQLite database (`files(name, sha256, bytes, content)` and `meta(key, value)`), put together
+ * in a private folder beside `out` (stagingPaths) and renamed into place, so a crash never
+ * leaves a half-written backup; SIGINT and SIGTERM remove the folder before the process ends,
+ * and the next backup to `out` removes what a harder kill left.
  */
-export async function backupStores(dataDir: string, out: string): Promise<BackupResult> {
+export async function backupStores(
+  dataDir: string,
+  out: string,
+  opts: { signals?: SignalTarget } = {},
+): Promise<BackupResult> {
   const present = STORE_FILES.filter((name) => existsSync(join(dataDir, name)))
   if (present.length === 0) throw new Error(`no store under ${dataDir} (${STORE_FILES.join(', ')})`)
-  // mkdtemp makes it 0700: the copies in it are as private as the stores.
-  const work = mkdtempSync(join(tmpdir(), 'pm-backup-'))
-  const partial = `${out}.partial`
+  const { dir: work, partial, legacyPartial } = stagingPaths(out)
+  const removeStaging = () => {
+    rmSync(work, { recursive: true, force: true, maxRetries: 3 })
+    rmSync(legacyPartial, { force: true })
+  }
+  // A new folder for `out` is private; an existing one (the operator's) is left as it is.
+  mkdirSync(dirname(out), { recursive: true, mode: 0o700 })
+  // Leftovers of an earlier run that was killed.
+  removeStaging()
+  const stopListening = onInterrupt(removeStaging, opts.signals)
   const createdAt = new Date().toISOString()
   try {
+    ensurePrivateDir(work)
     const stores: BackedUpStore[] = []
     const copies: Array<{ name: StoreFile; data: Uint8Array }> = []
     for (const name of present) {
+      const copy = join(work, name)
+      // 0600 before SQLite writes into it (it would create it 0644).
+      ensurePrivateFile(copy)
       const source = new DatabaseSync(join(dataDir, name), { readOnly: true })
       try {
         // All pages in one step (the largest batch node:sqlite takes): one WAL read
         // transaction, so writers are not held up, and no restart when a writer commits
         // mid-copy (as batches of pages would have).
-        await backup(source, join(work, name), { rate: 0x7fffffff })
+        await backup(source, copy, { rate: 0x7fffffff })
       } finally {
         source.close()
       }
-      const copy = join(work, name)
       check(copy, name)
       const data = readFileSync(copy)
       copies.push({ name, data })
@@ -80,9 +139,6 @@ export async function backupStores(dataDir: string, out: string): Promise<Backup
       copies.push({ name: KEY_FILE, data })
       stores.push({ name: KEY_FILE, bytes: data.length, sha256: sha256(data) })
     }
-    // A new folder is private; an existing one (the operator's) is left as it is.
-    mkdirSync(dirname(out), { recursive: true, mode: 0o700 })
-    rmSync(partial, { force: true })
     // The backup holds the stores and the key: 0600 before SQLite writes a byte into it (SQLite
     // would create it 0644, and its journal takes its mode).
     ensurePrivateFile(partial)
@@ -103,8 +159,8 @@ export async function backupStores(dataDir: string, out: string): Promise<Backup
     renameSync(partial, out)
     return { file: out, createdAt, stores }
   } finally {
-    rmSync(work, { recursive: true, force: true })
-    rmSync(partial, { force: true })
+    stopListening()
+    removeStaging()
   }
 }
 
@@ -139,6 +195,11 @@ export interface RestoreResult {
   stores: BackedUpStore[]
   /** Where the files that were replaced went (with --force). */
   setAside: string[]
+  /**
+   * Stores the backup does not hold (one made before they were backed up, or before they
+   * existed): none is left in `dataDir`, so the service starts them empty.
+   */
+  notInBackup: string[]
 }
 
 /** Refused restores: the message says why and what to do. */
@@ -150,8 +211,10 @@ export class RestoreRefused extends Error {
  * Puts a backup's stores into `dataDir`. Refuses while a living process holds a store of
  * `dataDir` open (the holder files of openSqlite), and when a store is already there unless
  * `force` (then the old file and its -wal/-shm are renamed `<name>.before-restore-<time>`, never
- * deleted). Every file is checked (checksum, SQLite integrity) before anything is replaced, and
- * each lands by a rename.
+ * deleted). A store the backup does not hold counts too: it is set aside the same way, not kept,
+ * because it would be of another time than the restored ones (a run of a connection the
+ * restored workspace never had). Every file is checked (checksum, SQLite integrity) before
+ * anything is replaced, and each lands by a rename.
  */
 export function restoreStores(file: string, dataDir: string, opts: { force?: boolean } = {}): RestoreResult {
   const held = sqliteHolders(dataDir)
@@ -195,10 +258,18 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
   }
   if (entries.length === 0) throw new RestoreRefused(`${file} holds no store`)
 
-  const existing = entries.filter((e) => existsSync(join(dataDir, e.name)))
+  const notInBackup = STORE_FILES.filter((name) => !entries.some((e) => e.name === name))
+  const existing = [...entries.map((e) => e.name), ...notInBackup].filter((name) =>
+    existsSync(join(dataDir, name)),
+  )
   if (existing.length > 0 && !opts.force) {
+    const stale = notInBackup.filter((name) => existing.includes(name))
     throw new RestoreRefused(
-      `${existing.map((e) => e.name).join(', ')} already in ${dataDir}: restore into an empty DATA_DIR, or pass --force to set the current files aside`,
+      `${existing.join(', ')} already in ${dataDir}: restore into an empty DATA_DIR, or pass --force to set the current files aside${
+        stale.length > 0
+          ? ` (${stale.join(', ')} too: this backup does not hold ${stale.length > 1 ? 'them' : 'it'}, and the service starts ${stale.length > 1 ? 'them' : 'it'} empty)`
+          : ''
+      }`,
     )
   }
   ensurePrivateDir(dataDir)
@@ -225,7 +296,8 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
   }
   const setAside: string[] = []
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
-  for (const { name, tmp } of staged) {
+  const moves: Array<{ name: string; tmp?: string }> = [...staged, ...notInBackup.map((name) => ({ name }))]
+  for (const { name, tmp } of moves) {
     const target = join(dataDir, name)
     // A -wal left beside the new file would be replayed into it: the old one goes with its file.
     for (const suffix of ['', '-wal', '-shm']) {
@@ -235,7 +307,7 @@ export function restoreStores(file: string, dataDir: string, opts: { force?: boo
       renameSync(old, aside)
       if (suffix === '') setAside.push(aside)
     }
-    renameSync(tmp, target)
+    if (tmp) renameSync(tmp, target)
   }
-  return { createdAt, stores: entries.map(({ content: _c, ...e }) => e), setAside }
+  return { createdAt, stores: entries.map(({ content: _c, ...e }) => e), setAside, notInBackup }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { run } from '../src/cli.ts'
+import { parseExpires } from '../src/commands/session.ts'
 import { parseScopes } from '../src/context.ts'
 import { ProgressBar, renderBar } from '../src/progress.ts'
 import { readSession, writeSession } from '../src/session.ts'
@@ -394,6 +395,9 @@ describe('pm (in process, against a fake gateway)', () => {
       ['keys', 'rotate'],
       ['keys', 'rename'],
       ['keys', 'rename', ID],
+      ['keys', 'create', '--name', 'k', '--scopes', 'prompts:read', '--expires', 'garbage'],
+      ['keys', 'create', '--name', 'k', '--scopes', 'prompts:read', '--expires', '2027-02-30'],
+      ['keys', 'create', '--name', 'k', '--scopes', 'prompts:read', '--rate', 'fast'],
       ['prompts', 'list', '--limit', 'many'],
       ['init', '--email', 'a@b.co'],
     ]
@@ -426,6 +430,14 @@ describe('pieces', () => {
     bar.update(2, 2)
     bar.finish()
     expect(tty.text()).toBe(`\r${renderBar(1, 2)}\u001b[K\r${renderBar(2, 2)}\u001b[K\n`)
+  })
+
+  it('reads --expires as an ISO 8601 date or date and time, and names the format otherwise', () => {
+    expect(parseExpires('2027-01-31')).toBe('2027-01-31T00:00:00.000Z')
+    expect(parseExpires('2027-01-31T12:30:00+02:00')).toBe('2027-01-31T10:30:00.000Z')
+    expect(parseExpires(undefined)).toBeUndefined()
+    for (const text of ['garbage', '1', 'May 5', '2027-13-01', '2027-02-30', '2027-01-31T25:00'])
+      expect(() => parseExpires(text), text).toThrow(/--expires is an ISO 8601 date.*2027-01-31/)
   })
 
   it('checks scopes', () => {

@@ -36,6 +36,11 @@ export async function restoreCommand(ctx: Context, args: string[]): Promise<numb
         `Restored the backup of ${result.createdAt} into ${dataDir}:`,
         ...result.stores.map((s) => `  ${s.name}  ${s.bytes} bytes`),
         ...result.setAside.map((f) => `  (the file it replaced is kept as ${f})`),
+        ...(result.notInBackup.length > 0
+          ? [
+              `Not in this backup: ${result.notInBackup.join(', ')} (it was made before they were backed up, or before they existed). None is left in ${dataDir}: the service starts them empty.`,
+            ]
+          : []),
       ].join('\n'),
       result,
     )

@@ -79,6 +79,28 @@ function parseRate(text: string | undefined): RateLimitSetting | undefined {
   return { points: Number(match[1]), durationSeconds: Number(match[2]) }
 }
 
+/** An ISO 8601 date (midnight UTC) or date and time; `Date` alone would also take "1" or "May 5". */
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
+
+/** --expires as the API takes it; anything else is a usage error that names the format. */
+export function parseExpires(text: string | undefined): string | undefined {
+  if (!text) return undefined
+  const date = new Date(text)
+  // Date rolls a day that the month lacks over (2027-02-30 is 2 March): the day must exist.
+  const [y, m, d] = text.slice(0, 10).split('-').map(Number)
+  const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)))
+  if (
+    !ISO_DATE.test(text) ||
+    Number.isNaN(date.getTime()) ||
+    day.getUTCMonth() !== Number(m) - 1 ||
+    day.getUTCDate() !== d
+  )
+    throw new UsageError(
+      `--expires is an ISO 8601 date or date and time, e.g. 2027-01-31 or 2027-01-31T12:00:00Z (got "${text}")`,
+    )
+  return date.toISOString()
+}
+
 /** `pm keys list|create|rename|revoke`: key management through the API, with a user session. */
 export async function keysCommand(ctx: Context, args: string[]): Promise<number> {
   const [sub, ...rest] = args
@@ -90,6 +112,9 @@ export async function keysCommand(ctx: Context, args: string[]): Promise<number>
     expires: { type: 'string' },
     rate: { type: 'string' },
   })
+  // Checked before anything is sent: a wrong value is a usage error (exit 2).
+  const expiresAt = parseExpires(values.expires)
+  const rateLimit = parseRate(values.rate)
   const client = await clientFor(ctx, 'user')
   const org = organizationId(ctx)
   if (sub === 'list') {
@@ -116,8 +141,8 @@ export async function keysCommand(ctx: Context, args: string[]): Promise<number>
       body: {
         name: required(values.name, '--name'),
         scopes: parseScopes(required(values.scopes, '--scopes'), []),
-        ...(values.expires ? { expiresAt: new Date(values.expires).toISOString() } : {}),
-        ...(values.rate ? { rateLimit: parseRate(values.rate) } : {}),
+        ...(expiresAt ? { expiresAt } : {}),
+        ...(rateLimit ? { rateLimit } : {}),
       },
     })
     ctx.print(
