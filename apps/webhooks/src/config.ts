@@ -19,7 +19,7 @@ export const WebhooksConfigSchema = Type.Object({
   WEBHOOK_ALLOW_PRIVATE_TARGETS: Type.Boolean({ default: false }),
   /** Multiplies the retry schedule (5 s, 5 m, 30 m, ... 24 h); tests shrink it, e.g. 0.001. */
   WEBHOOK_RETRY_SCALE: Type.Number({ minimum: 0, maximum: 100, default: 1 }),
-  /** Deadline of one attempt: connect, headers and the (capped) response body. */
+  /** Deadline of one attempt: the host's lookup, connect, headers and the (capped) response body. */
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 15_000 }),
   /** How often the worker looks for due deliveries (it is also woken by new work and by its own timers). */
   WEBHOOK_POLL_MS: Type.Integer({ minimum: 10, maximum: 60_000, default: 1_000 }),

@@ -10,6 +10,8 @@ import type { AttemptRecord, DeliveryRecord, SubscriptionRecord, WebhookStore } 
 export const USER_AGENT = 'pm-webhooks/1'
 const MAX_RESPONSE_BYTES = 4096
 export const DISABLED_REASON = 'the webhook is disabled'
+/** The error of an attempt stop() cut short; the delivery is due again at once. */
+export const INTERRUPTED_REASON = 'interrupted by shutdown'
 
 export interface WorkerOptions {
   store: WebhookStore
@@ -66,6 +68,8 @@ export class DeliveryWorker {
   private sweeping: Promise<void> | undefined
   private readonly wakeTimers = new Set<NodeJS.Timeout>()
   private readonly inFlight = new Set<Promise<void>>()
+  /** Aborted by stop(): ends the attempts in flight (test-sends too) instead of waiting for them. */
+  private shutdown = new AbortController()
 
   private readonly background = backgroundRunner()
 
@@ -77,6 +81,7 @@ export class DeliveryWorker {
   start(): void {
     if (this.running) return
     this.running = true
+    if (this.shutdown.signal.aborted) this.shutdown = new AbortController()
     this.pollTimer = setInterval(() => this.kick(), this.opts.pollMs)
     this.sweepTimer = setInterval(() => this.sweepSecrets(), this.opts.secretSweepMs ?? SECRET_SWEEP_MS)
     this.kick()
@@ -90,13 +95,20 @@ export class DeliveryWorker {
     )
   }
 
-  /** Stops claiming, then waits for the attempts in flight to be sent and recorded. */
+  /**
+   * Stops claiming, interrupts the attempts in flight and waits for them to be recorded. An
+   * attempt may take WEBHOOK_TIMEOUT_MS (15 s), longer than the process is given to stop
+   * (SHUTDOWN_TIMEOUT_MS, 10 s): waiting for it would see the process killed with its lease held
+   * and nothing recorded. An interrupted attempt is logged as such and due again at once, so the
+   * next start sends it.
+   */
   async stop(): Promise<void> {
     this.running = false
     if (this.pollTimer) clearInterval(this.pollTimer)
     if (this.sweepTimer) clearInterval(this.sweepTimer)
     for (const t of this.wakeTimers) clearTimeout(t)
     this.wakeTimers.clear()
+    this.shutdown.abort(new Error(INTERRUPTED_REASON))
     await this.sweeping
     while (this.ticking || this.inFlight.size > 0) {
       await Promise.all([...this.inFlight])
@@ -188,6 +200,19 @@ export class DeliveryWorker {
 
   private async process(delivery: DeliveryRecord, token: string): Promise<void> {
     try {
+      if (!this.running) {
+        // Claimed as stop() began: not attempted, its lease freed for the next start.
+        await this.opts.store.recordAttempt(delivery._id, token, null, {
+          status: delivery.status,
+          attemptCount: delivery.attemptCount,
+          nextAttemptAt: delivery.nextAttemptAt,
+          lastStatusCode: delivery.lastStatusCode,
+          lastError: delivery.lastError,
+          deliveredAt: delivery.deliveredAt,
+          updatedAt: new Date().toISOString(),
+        })
+        return
+      }
       const sub = await this.opts.store.getSubscriptionById(delivery.subscriptionId)
       if (!sub?.active) {
         // Deleted (its deliveries go with it) or switched off since the delivery was queued.
@@ -264,6 +289,7 @@ export class DeliveryWorker {
       headers,
       allowPrivate: this.opts.allowPrivate,
       timeoutMs: this.opts.timeoutMs,
+      signal: this.shutdown.signal,
       maxResponseBytes: MAX_RESPONSE_BYTES,
       ...(this.opts.lookup ? { lookup: this.opts.lookup } : {}),
     })
@@ -308,6 +334,12 @@ export class DeliveryWorker {
     )
     if (!applied) log.warn({ deliveryId: delivery._id }, 'webhook delivery lease lost; outcome not applied')
     else if (this.opts.metrics) countAttempt(this.opts.metrics, decision.status, decision.attemptCount)
+    if (result.status === 410 && !decision.disable) {
+      log.info(
+        { webhookId: sub._id },
+        'webhook test-send answered 410 Gone; the subscription is left as it is',
+      )
+    }
     if (decision.disable) {
       await store.updateSubscription(sub.organizationId, sub._id, {
         active: false,

@@ -425,6 +425,42 @@ describe('webhooks service', () => {
       await h.call('DELETE', `/api/v1/organizations/${h.org}/webhooks/${probe.webhook._id}`)
     })
 
+    it('reports a test-send answered 410 without switching the subscription off', async () => {
+      // Retries 5 s apart: the first delivery is still waiting when the test-send is answered.
+      const slow = await harness({ WEBHOOK_RETRY_SCALE: '1' })
+      try {
+        const { webhook } = await create(slow, `${receiver.base}/test-gone`)
+        receiver.script('/test-gone', [500, 410])
+        await publish(slow, event(slow.org))
+        await vi.waitFor(async () =>
+          expect((await deliveries(slow, webhook._id))[0]).toMatchObject({
+            status: 'PENDING',
+            attemptCount: 1,
+          }),
+        )
+        const test = await slow.call<WebhookDelivery>(
+          'POST',
+          `/api/v1/organizations/${slow.org}/webhooks/${webhook._id}/test`,
+        )
+        expect(test.status).toBe(200)
+        expect(test.body).toMatchObject({
+          eventType: 'webhook.test',
+          status: 'FAILED',
+          lastStatusCode: 410,
+          lastError: 'the receiver answered 410 Gone',
+        })
+        const got = await slow.call<Webhook>(
+          'GET',
+          `/api/v1/organizations/${slow.org}/webhooks/${webhook._id}`,
+        )
+        expect(got.body).toMatchObject({ active: true, disabledAt: null, disabledReason: null })
+        const waiting = (await deliveries(slow, webhook._id)).find((d) => d.eventType === 'version.published')
+        expect(waiting).toMatchObject({ status: 'PENDING', attemptCount: 1 })
+      } finally {
+        await slow.close()
+      }
+    })
+
     it('test-sends once, synchronously, and logs it', async () => {
       const { webhook, secret } = await create(h, `${receiver.base}/test-send`)
       const url = `/api/v1/organizations/${h.org}/webhooks/${webhook._id}/test`

@@ -89,4 +89,36 @@ describe('decideOutcome', () => {
       decideOutcome({ attemptCount: 0, roundStart: 0 }, { status: 410 }, NOW, { retries: true }),
     ).toMatchObject({ status: 'FAILED', nextAttemptAt: null, lastError: GONE_REASON, disable: true })
   })
+
+  it('leaves the subscription alone on a test-send answered 410: reported only', () => {
+    expect(
+      decideOutcome({ attemptCount: 0, roundStart: 0 }, { status: 410 }, NOW, { retries: false }),
+    ).toMatchObject({
+      status: 'FAILED',
+      nextAttemptAt: null,
+      lastStatusCode: 410,
+      lastError: GONE_REASON,
+      disable: false,
+    })
+  })
+
+  it('makes an attempt the shutdown interrupted due again at once, even past the schedule', () => {
+    const interrupted = { status: null, error: 'interrupted by shutdown', interrupted: true }
+    expect(
+      decideOutcome({ attemptCount: 2, roundStart: 0 }, interrupted, NOW, { retries: true, ...noJitter }),
+    ).toMatchObject({
+      status: 'PENDING',
+      attemptCount: 3,
+      nextAttemptAt: new Date(NOW).toISOString(),
+      lastError: 'interrupted by shutdown',
+      success: false,
+    })
+    expect(
+      decideOutcome({ attemptCount: MAX_ATTEMPTS - 1, roundStart: 0 }, interrupted, NOW, { retries: true }),
+    ).toMatchObject({ status: 'PENDING', attemptCount: MAX_ATTEMPTS })
+    // A test-send makes one attempt, interrupted or not.
+    expect(
+      decideOutcome({ attemptCount: 0, roundStart: 0 }, interrupted, NOW, { retries: false }),
+    ).toMatchObject({ status: 'FAILED', lastError: 'interrupted by shutdown' })
+  })
 })

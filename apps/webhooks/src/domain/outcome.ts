@@ -5,6 +5,8 @@ export interface AttemptResult {
   /** null when no HTTP status arrived: refused target, network error or timeout. */
   status: number | null
   error?: string
+  /** Cut short by the worker's shutdown before any status arrived; `error` says so. */
+  interrupted?: boolean
 }
 
 export interface DeliveryProgress {
@@ -21,7 +23,7 @@ export interface Decision {
   lastError: string | null
   deliveredAt: string | null
   success: boolean
-  /** The receiver answered 410 Gone: the subscription must be turned off. */
+  /** The receiver answered 410 Gone to a delivery (not a test-send): the subscription must be turned off. */
   disable: boolean
 }
 
@@ -35,6 +37,9 @@ export function describeFailure(result: AttemptResult): string {
  * What one attempt's result does to its delivery. Success ends it; 410 ends it and turns the
  * subscription off; any other failure schedules the next attempt of the current round, or
  * ends it as FAILED when the schedule is used up (or when `retries` is false, for test sends).
+ * A test-send only checks a receiver: its 410 is reported, and leaves the subscription as it is.
+ * An attempt the shutdown interrupted is due again at once (the next start sends it), even past
+ * the end of the schedule: the receiver may never have seen it.
  */
 export function decideOutcome(
   delivery: DeliveryProgress,
@@ -58,7 +63,10 @@ export function decideOutcome(
   }
   const failed = { ...base, lastError: describeFailure(result), deliveredAt: null, success: false }
   if (kind === 'disable') {
-    return { ...failed, status: 'FAILED', nextAttemptAt: null, lastError: GONE_REASON, disable: true }
+    return { ...failed, status: 'FAILED', nextAttemptAt: null, lastError: GONE_REASON, disable: opts.retries }
+  }
+  if (result.interrupted && opts.retries) {
+    return { ...failed, status: 'PENDING', nextAttemptAt: new Date(nowMs).toISOString(), disable: false }
   }
   const delay = opts.retries ? nextAttemptDelayMs(attemptCount - delivery.roundStart, opts) : null
   if (delay === null) return { ...failed, status: 'FAILED', nextAttemptAt: null, disable: false }

@@ -145,6 +145,46 @@ describe('sendDelivery', () => {
     expect(result.durationMs).toBeLessThan(2000)
   })
 
+  it('bounds the host lookup by the same timeout', async () => {
+    const started = Date.now()
+    const result = await sendDelivery({
+      url: 'http://receiver.invalid/hook',
+      body,
+      headers: {},
+      allowPrivate: true,
+      timeoutMs: 200,
+      lookup: () => new Promise(() => {}),
+    })
+    expect(result).toMatchObject({ status: null, error: 'timed out after 200 ms' })
+    expect(Date.now() - started).toBeLessThan(2000)
+    expect(received).toHaveLength(0)
+  })
+
+  it('ends early when its signal aborts, and says it was interrupted', async () => {
+    const stop = new AbortController()
+    setTimeout(() => stop.abort(new Error('interrupted by shutdown')), 100)
+    const result = await sendDelivery({
+      url: `${base}/slow`,
+      body,
+      headers: {},
+      allowPrivate: true,
+      timeoutMs: 10_000,
+      signal: stop.signal,
+    })
+    expect(result).toMatchObject({ status: null, error: 'interrupted by shutdown', interrupted: true })
+    expect(result.durationMs).toBeLessThan(2000)
+    // During the lookup too.
+    const lookingUp = await sendDelivery({
+      url: 'http://receiver.invalid/hook',
+      body,
+      headers: {},
+      allowPrivate: true,
+      signal: stop.signal,
+      lookup: () => new Promise(() => {}),
+    })
+    expect(lookingUp).toMatchObject({ status: null, interrupted: true })
+  })
+
   it('keeps the status when the body stalls past the timeout', async () => {
     const result = await sendDelivery({
       url: `${base}/stall-body`,

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks'
+import { deadline } from '@pm/kit'
 import { request } from 'undici'
 import { checkTargetUrl, type HostLookup, pinnedDispatcher, type ResolvedAddress, SsrfError } from './ssrf.ts'
 
@@ -15,8 +16,10 @@ export interface DeliveryRequest {
   /** Resolver for the URL's host name when `addresses` is not given (default: the system's). */
   lookup?: HostLookup
   allowPrivate: boolean
-  /** Deadline for the whole exchange: connect, headers and the (capped) body. */
+  /** Deadline for the whole attempt: the host's lookup, connect, headers and the (capped) body. */
   timeoutMs?: number
+  /** Ends the attempt early (the worker's shutdown); the result then says `interrupted`. */
+  signal?: AbortSignal
   /** Receivers' bodies are kept for debugging only; there is no reason to store more. */
   maxResponseBytes?: number
 }
@@ -27,6 +30,8 @@ export interface DeliveryResult {
   responseBody: string
   error?: string
   durationMs: number
+  /** `signal` ended the attempt before any status arrived; `error` is its reason. */
+  interrupted?: boolean
 }
 
 function describeError(err: unknown, timeoutMs: number): string {
@@ -37,6 +42,22 @@ function describeError(err: unknown, timeoutMs: number): string {
     return code && !err.message.includes(code) ? `${code}: ${err.message}` : err.message
   }
   return String(err)
+}
+
+/**
+ * Rejects with the signal's reason once it aborts; `done` detaches it (a race's loser must not
+ * reject later with no one listening).
+ */
+function whenAborted(signal: AbortSignal): { aborted: Promise<never>; done(): void } {
+  let done = () => {}
+  const aborted = new Promise<never>((_, reject) => {
+    const onAbort = () => reject(signal.reason)
+    if (signal.aborted) return onAbort()
+    signal.addEventListener('abort', onAbort, { once: true })
+    done = () => signal.removeEventListener('abort', onAbort)
+  })
+  aborted.catch(() => {})
+  return { aborted, done: () => done() }
 }
 
 /**
@@ -52,16 +73,38 @@ export async function sendDelivery(req: DeliveryRequest): Promise<DeliveryResult
   const maxResponseBytes = req.maxResponseBytes ?? 4096
   const started = performance.now()
   const elapsed = () => Math.round(performance.now() - started)
+  // One deadline for the whole attempt, the host's lookup included (a resolver that does not
+  // answer would otherwise hold the attempt, and its lease, without limit).
+  const attempt = deadline(req.signal ?? new AbortController().signal, timeoutMs)
+  const { signal } = attempt
+  const failed = (status: number | null, responseBody: string, err: unknown): DeliveryResult => {
+    const interrupted = status === null && req.signal?.aborted === true
+    return {
+      status,
+      responseBody,
+      error: describeError(interrupted ? req.signal?.reason : err, timeoutMs),
+      durationMs: elapsed(),
+      ...(interrupted ? { interrupted } : {}),
+    }
+  }
 
   let target: Awaited<ReturnType<typeof checkTargetUrl>>
+  const lookupEnds = whenAborted(signal)
   try {
     const fixed = req.addresses
-    target = await checkTargetUrl(req.url, {
-      allowPrivate: req.allowPrivate,
-      ...(fixed ? { lookup: async () => fixed } : req.lookup ? { lookup: req.lookup } : {}),
-    })
+    // A system lookup cannot be cancelled: one past the deadline finishes in the background, unused.
+    target = await Promise.race([
+      checkTargetUrl(req.url, {
+        allowPrivate: req.allowPrivate,
+        ...(fixed ? { lookup: async () => fixed } : req.lookup ? { lookup: req.lookup } : {}),
+      }),
+      lookupEnds.aborted,
+    ])
   } catch (err) {
-    return { status: null, responseBody: '', error: describeError(err, timeoutMs), durationMs: elapsed() }
+    attempt.clear()
+    return failed(null, '', err)
+  } finally {
+    lookupEnds.done()
   }
 
   const dispatcher = pinnedDispatcher(target.addresses)
@@ -75,7 +118,7 @@ export async function sendDelivery(req: DeliveryRequest): Promise<DeliveryResult
       headers: req.headers,
       body: req.body,
       // The signal bounds the total time; these stop undici's much longer defaults applying first.
-      signal: AbortSignal.timeout(timeoutMs),
+      signal,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     })
@@ -90,14 +133,10 @@ export async function sendDelivery(req: DeliveryRequest): Promise<DeliveryResult
     return { status, responseBody: Buffer.concat(chunks).toString('utf8'), durationMs: elapsed() }
   } catch (err) {
     // A status that did arrive is kept: the receiver answered, even if its body then stalled.
-    return {
-      status,
-      responseBody: Buffer.concat(chunks).toString('utf8'),
-      error: describeError(err, timeoutMs),
-      durationMs: elapsed(),
-    }
+    return failed(status, Buffer.concat(chunks).toString('utf8'), err)
   } finally {
     // Destroy rather than close: the dispatcher is single-use and may hold a half-read response.
     await dispatcher.destroy().catch(() => {})
+    attempt.clear()
   }
 }

@@ -1,0 +1,119 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http'
+import { mkdtempSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { newId, SecretBox } from '@pm/kit'
+import type { FastifyBaseLogger } from 'fastify'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { generateSecret } from '../src/domain/signature.ts'
+import { SqliteWebhookStore } from '../src/store/sqlite.ts'
+import type { DeliveryRecord, SubscriptionRecord } from '../src/store/types.ts'
+import { DeliveryWorker, INTERRUPTED_REASON } from '../src/worker.ts'
+
+const quiet = { info: () => {}, warn: () => {}, error: () => {} } as unknown as FastifyBaseLogger
+
+describe('DeliveryWorker.stop', () => {
+  // A receiver that reads the request and never answers.
+  const arrived: IncomingMessage[] = []
+  let server: Server
+  let url: string
+  beforeAll(async () => {
+    server = createServer((req) => {
+      arrived.push(req)
+      req.resume()
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hang`
+  })
+  afterAll(async () => {
+    server.closeAllConnections()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  })
+
+  it('interrupts an attempt in flight, logs it and leaves the delivery due now, unleased', async () => {
+    const store = new SqliteWebhookStore(
+      join(mkdtempSync(join(tmpdir(), 'pm-webhooks-worker-')), 'webhooks.db'),
+    )
+    const secrets = new SecretBox(SecretBox.generateKey())
+    const now = new Date().toISOString()
+    const subId = newId()
+    const sub: SubscriptionRecord = {
+      _id: subId,
+      organizationId: newId(),
+      url,
+      events: ['version.published'],
+      active: true,
+      secret: secrets.seal(generateSecret(), subId),
+      createdAt: now,
+      updatedAt: now,
+      disabledAt: null,
+      disabledReason: null,
+    }
+    await store.createSubscription(sub)
+    const delivery: DeliveryRecord = {
+      _id: newId(),
+      organizationId: sub.organizationId,
+      subscriptionId: sub._id,
+      eventId: newId(),
+      eventType: 'version.published',
+      body: '{}',
+      status: 'PENDING',
+      attemptCount: 0,
+      roundStart: 0,
+      nextAttemptAt: now,
+      leaseToken: null,
+      leaseUntil: null,
+      lastStatusCode: null,
+      lastError: null,
+      createdAt: now,
+      updatedAt: now,
+      deliveredAt: null,
+    }
+    await store.createDeliveries([delivery])
+    // The defaults' proportions: an attempt may take longer than the process is given to stop.
+    const worker = new DeliveryWorker({
+      store,
+      secrets,
+      log: quiet,
+      allowPrivate: true,
+      timeoutMs: 15_000,
+      retryScale: 1,
+      pollMs: 60_000,
+      concurrency: 4,
+    })
+    try {
+      worker.start()
+      await vi.waitFor(() => expect(arrived).toHaveLength(1), { timeout: 5_000, interval: 20 })
+      const stopping = Date.now()
+      await worker.stop()
+      expect(Date.now() - stopping).toBeLessThan(2_000)
+
+      const after = await store.getDelivery(sub.organizationId, sub._id, delivery._id)
+      expect(after).toMatchObject({
+        status: 'PENDING',
+        attemptCount: 1,
+        lastError: INTERRUPTED_REASON,
+        leaseToken: null,
+        leaseUntil: null,
+      })
+      expect(Date.parse(after?.nextAttemptAt ?? '')).toBeLessThanOrEqual(Date.now())
+      expect(await store.nextDueAt()).toBe(after?.nextAttemptAt)
+      const attempts = await store.listAttempts([delivery._id])
+      expect(attempts).toMatchObject([
+        { number: 1, statusCode: null, success: false, error: INTERRUPTED_REASON },
+      ])
+      // The next start claims it at once.
+      const claimed = await store.claimDue(
+        new Date().toISOString(),
+        10,
+        'next',
+        new Date(Date.now() + 60_000).toISOString(),
+      )
+      expect(claimed.map((d) => d._id)).toEqual([delivery._id])
+    } finally {
+      await worker.stop()
+      await store.close()
+    }
+  })
+})
