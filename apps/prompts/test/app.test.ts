@@ -545,6 +545,44 @@ describe('prompts service (app.inject)', () => {
     }
   })
 
+  it('gives same-name prompts the lowest free slug, with one store query per allocation', async () => {
+    const t = await setup()
+    const queries = vi.spyOn(t.store, 'slugsStartingWith')
+    const oneByOne = vi.spyOn(t.store, 'isSlugTaken')
+    const slugs: string[] = []
+    for (let i = 0; i < 12; i++) {
+      queries.mockClear()
+      slugs.push((await createPrompt(t, { name: 'Dup' })).slug)
+      // Whatever the number of taken slugs: one query.
+      expect(queries).toHaveBeenCalledTimes(1)
+    }
+    expect(slugs).toEqual(['dup', ...Array.from({ length: 11 }, (_, i) => `dup-${i + 2}`)])
+    const third = await t.store.getPromptBySlug(t.org, 'dup-3')
+    const removed = await t.app.inject({
+      method: 'DELETE',
+      url: `/api/v1/prompts/${third?._id}`,
+      headers: t.as(),
+    })
+    expect(removed.statusCode).toBe(200)
+    expect((await createPrompt(t, { name: 'Dup' })).slug).toBe('dup-3')
+    expect((await createPrompt(t, { name: 'Dup' })).slug).toBe('dup-13')
+
+    // A second import of one name reads the taken slugs once, not once per row and candidate.
+    queries.mockClear()
+    const lines = ['name,template', ...Array.from({ length: 300 }, (_, i) => `Dup,Hello ${i}`)]
+    const { batchId } = (await upload(t, lines.join('\n'))).json<{ batchId: string }>()
+    await vi.waitFor(async () => expect((await batchOf(t, batchId)).status).toBe('completed'), {
+      timeout: 10_000,
+    })
+    expect(await batchOf(t, batchId)).toMatchObject({ created: 300, failed: 0 })
+    expect(queries).toHaveBeenCalledTimes(1)
+    expect(oneByOne).not.toHaveBeenCalled()
+    const { prompts } = await t.store.listPrompts({ organizationId: t.org }, { page: 1, limit: 1000 })
+    expect(new Set(prompts.map((p) => p.slug))).toEqual(
+      new Set(['dup', ...Array.from({ length: 312 }, (_, i) => `dup-${i + 2}`)]),
+    )
+  })
+
   it('writes a run row by row when someone else takes one of its slugs meanwhile', async () => {
     const t = await setup()
     const write = t.store.importRows.bind(t.store)

@@ -80,4 +80,28 @@ describe('resolve', () => {
     })
     expect(both.statusCode).toBe(400)
   })
+
+  it('answers 400 NO_PUBLISHED_VERSION for a prompt never published, with a selector too', async () => {
+    const draft = (
+      await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/prompts',
+        headers: t.as(),
+        payload: { name: 'Never published', template: 'hi' },
+      })
+    ).json<Prompt>()
+    // By id and by slug, on the route clients use and on the ones render invokes through.
+    for (const path of [
+      `/api/v1/prompts/${draft._id}/resolve`,
+      `/api/v1/prompts/slug/${draft.slug}/resolve`,
+      `/internal/prompts/${draft._id}/resolve`,
+      `/internal/prompts/slug/${draft.slug}/resolve`,
+    ]) {
+      for (const query of ['', '?version=1', '?env=production']) {
+        const res = await t.app.inject({ method: 'GET', url: `${path}${query}`, headers: t.as() })
+        expect(res.statusCode, `${path}${query}`).toBe(400)
+        expect(res.json(), `${path}${query}`).toMatchObject({ error: { code: 'NO_PUBLISHED_VERSION' } })
+      }
+    }
+  })
 })

@@ -97,6 +97,19 @@ for (const backend of backends) {
       expect(await s.isSlugTaken(org, 'other')).toBe(false)
     })
 
+    it('lists the slugs under a prefix, in the workspace, literally', async () => {
+      const s = await open()
+      const org = newId()
+      for (const slug of ['dup', 'dup-2', 'dup-x', 'dupe', 'du', 'a-dup', 'd*p', 'd.p-2', 'DUP-3'])
+        await s.createPrompt(prompt(org, { slug }))
+      await s.createPrompt(prompt(newId(), { slug: 'dup-4' }))
+      expect((await s.slugsStartingWith(org, 'dup')).sort()).toEqual(['dup', 'dup-2', 'dup-x', 'dupe'])
+      // Wildcards of GLOB or of a regex in the prefix are plain characters.
+      expect(await s.slugsStartingWith(org, 'd*')).toEqual(['d*p'])
+      expect(await s.slugsStartingWith(org, 'd.')).toEqual(['d.p-2'])
+      expect(await s.slugsStartingWith(org, 'nothing')).toEqual([])
+    })
+
     it('scopes reads to the workspace', async () => {
       const s = await open()
       const p = prompt(newId())

@@ -760,6 +760,33 @@ describe('render service', () => {
     })
   })
 
+  describe('deeply nested values', () => {
+    it('are a 400 VALIDATION_ERROR on every render route, not a 500 from echoing them', async () => {
+      const p = fake.add(ORG, 'hi {{a}}', [{ name: 'a', required: false }])
+      fake.publish(p._id)
+      p.isPublic = true
+      // 5,000 levels in a 10 KB body: serializing the echoed `variables` overflowed the stack.
+      const deep = `${'['.repeat(5000)}${']'.repeat(5000)}`
+      for (const [url, org] of [
+        [`/api/v1/prompts/${p._id}/invoke`, ORG],
+        [`/api/v1/prompts/slug/${p.slug}/invoke`, ORG],
+        [`/api/v1/prompts/${p._id}/inject`, ORG],
+        [`/api/v1/public/prompts/${p._id}/invoke`, null],
+      ] as const) {
+        for (const name of ['a', 'undeclared']) {
+          const headers = {
+            [CONTEXT_HEADER]: org === null ? caller(undefined, 'anonymous') : caller(org),
+            'content-type': 'application/json',
+          }
+          const payload = `{"variables":{"${name}":${deep}}}`
+          const res = await app.inject({ method: 'POST', url, headers, payload })
+          expect(res.statusCode, `${url} ${name}`).toBe(400)
+          expect((res.json() as Body).error?.code, url).toBe('VALIDATION_ERROR')
+        }
+      }
+    })
+  })
+
   describe('public invoke', () => {
     it('renders the current version of a public prompt for an anonymous caller', async () => {
       const p = fake.add(ORG, 'public {{a}}')

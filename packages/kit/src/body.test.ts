@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { isJsonMediaType, parseJsonBody } from './body.ts'
+import { isJsonMediaType, JSON_MAX_DEPTH, parseJsonBody } from './body.ts'
 
 describe('the one JSON body rule', () => {
   it.each([
@@ -28,4 +28,20 @@ describe('the one JSON body rule', () => {
       )
     },
   )
+
+  it('refuses a body nested deeper than JSON_MAX_DEPTH with 400 VALIDATION_ERROR', () => {
+    // 5,000 levels in a 10 KB body overflowed the stack when render echoed it back.
+    const deep = (n: number) => `{"variables":{"x":${'['.repeat(n)}${']'.repeat(n)}}}`
+    expect(() => parseJsonBody(deep(5000))).toThrow(
+      expect.objectContaining({
+        code: 'VALIDATION_ERROR',
+        details: [{ path: '/body', message: `must not nest more than ${JSON_MAX_DEPTH} levels deep` }],
+      }),
+    )
+    // The body and its `variables` object are two levels: the value may take the rest.
+    expect(() => parseJsonBody(deep(JSON_MAX_DEPTH - 1))).toThrow(
+      expect.objectContaining({ code: 'VALIDATION_ERROR' }),
+    )
+    expect(parseJsonBody(deep(JSON_MAX_DEPTH - 2))).toHaveProperty('variables.x')
+  })
 })

@@ -1,5 +1,42 @@
-import { AppError } from '@pm/contracts'
+import { AppError, CONFIG_MAX_DEPTH } from '@pm/contracts'
 import sjson from 'secure-json-parse'
+
+/**
+ * How deeply a JSON body's objects and arrays may nest. Serializing a value thousands of levels
+ * deep overflows the stack (render echoes the `variables` it was sent; a 10 KB body of `[[[...`
+ * was a 500), so no route gets one. Twice the config bound: a config sits inside a body.
+ */
+export const JSON_MAX_DEPTH = 2 * CONFIG_MAX_DEPTH
+
+/** Whether `value`'s objects and arrays nest deeper than `max` (a loop: no recursion to overflow). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]]
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [v, depth] = next
+    if (v === null || typeof v !== 'object') continue
+    if (depth + 1 > max) return true
+    for (const child of Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+/** A JSON body refused for its depth (JSON_MAX_DEPTH), not its syntax. */
+export class JsonTooDeepError extends Error {
+  constructor() {
+    super(`must not nest more than ${JSON_MAX_DEPTH} levels deep`)
+  }
+}
+
+/**
+ * JSON text read by the body rule (below), wherever JSON comes from a client (a body, a CSV
+ * cell): `__proto__` and `constructor.prototype` keys are a SyntaxError, nesting deeper than
+ * JSON_MAX_DEPTH a JsonTooDeepError.
+ */
+export function parseJsonText(text: string): unknown {
+  const value: unknown = sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+  if (nestsDeeperThan(value, JSON_MAX_DEPTH)) throw new JsonTooDeepError()
+  return value
+}
 
 /**
  * The one rule by which the gateway and every service read a JSON body (issue 14, finding 4:
@@ -8,6 +45,7 @@ import sjson from 'secure-json-parse'
  * - the media type is `application/json`, compared case-insensitively, parameters ignored;
  * - the text is UTF-8; a leading byte-order mark is dropped;
  * - `__proto__` and `constructor.prototype` keys are refused (as Fastify's own parser does);
+ * - objects and arrays nest at most JSON_MAX_DEPTH levels deep;
  * - an empty or malformed body is a 400 VALIDATION_ERROR.
  */
 export function isJsonMediaType(contentType: unknown): boolean {
@@ -24,8 +62,11 @@ export function parseJsonBody(raw: Buffer | string): unknown {
   }
   try {
     // Drops a leading BOM itself.
-    return sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
-  } catch {
+    return parseJsonText(text)
+  } catch (err) {
+    if (err instanceof JsonTooDeepError) {
+      throw new AppError('VALIDATION_ERROR', `body ${err.message}`, [{ path: '/body', message: err.message }])
+    }
     throw new AppError('VALIDATION_ERROR', 'body is not valid JSON', [
       { path: '/body', message: 'is not valid JSON' },
     ])

@@ -16,6 +16,7 @@ import {
   type Variable,
   type VariableInput,
 } from '@pm/contracts'
+import { nestsDeeperThan, parseJsonText } from '@pm/kit'
 import { chatTemplate, chatVariableNames, syncVariableNames, syncVariables } from '@pm/template'
 import { Value } from '@sinclair/typebox/value'
 
@@ -77,18 +78,6 @@ export function checkTypeUnchanged(current: PromptType, asked: PromptType | unde
   }
 }
 
-/** Whether `value`'s objects and arrays nest deeper than `max` (a loop: no recursion to overflow). */
-export function nestsDeeperThan(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 0]]
-  for (let next = stack.pop(); next; next = stack.pop()) {
-    const [v, depth] = next
-    if (v === null || typeof v !== 'object') continue
-    if (depth + 1 > max) return true
-    for (const child of Object.values(v)) stack.push([child, depth + 1])
-  }
-  return false
-}
-
 /**
  * A prompt's config: a JSON object of at most CONFIG_MAX_BYTES serialized, nested at most
  * CONFIG_MAX_DEPTH deep (the schema checks it is an object). The depth first: serializing a deep
@@ -127,7 +116,8 @@ export function parseMessages(text: string): ChatMessage[] | string {
   if (text.trim() === '') return 'messages are required for a chat prompt'
   let value: unknown
   try {
-    value = JSON.parse(text)
+    // The JSON body rule, as for the config cell.
+    value = parseJsonText(text)
   } catch {
     return 'messages is not valid JSON'
   }

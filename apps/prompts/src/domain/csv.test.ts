@@ -28,7 +28,8 @@ async function formatError(p: Promise<unknown>): Promise<CsvFormatError> {
 
 describe('parsePromptCsv', () => {
   it('reads chat prompts (type, messages) and config as JSON columns, reporting bad ones by row', async () => {
-    const cell = (v: unknown) => `"${JSON.stringify(v).replaceAll('"', '""')}"`
+    const raw = (text: string) => `"${text.replaceAll('"', '""')}"`
+    const cell = (v: unknown) => raw(JSON.stringify(v))
     const messages = [
       { role: 'system', content: 'You are {{persona}}' },
       { type: 'placeholder', name: 'history' },
@@ -45,6 +46,10 @@ describe('parsePromptCsv', () => {
       'Config junk,text,Hi,,{nope',
       `Both,chat,Hi,${cell(messages)},`,
       'Odd type,image,Hi,,',
+      // As the JSON API refuses them (issue: the stored prompt could not be saved back).
+      `Proto,text,Hi,,${raw('{"__proto__":{"polluted":true}}')}`,
+      `Constructor,text,Hi,,${raw('{"constructor":{"prototype":{"polluted":true}}}')}`,
+      `Proto message,chat,,${raw('[{"role":"user","content":"x","__proto__":{"a":1}}]')},`,
     ].join('\n')
     expect(await collect(csv)).toEqual([
       {
@@ -79,6 +84,9 @@ describe('parsePromptCsv', () => {
       { row: 9, ok: false, message: 'config is not valid JSON' },
       { row: 10, ok: false, message: 'template is derived for chat prompts: leave it empty' },
       { row: 11, ok: false, message: 'type must be text or chat' },
+      { row: 12, ok: false, message: 'config is not valid JSON' },
+      { row: 13, ok: false, message: 'config is not valid JSON' },
+      { row: 14, ok: false, message: 'messages is not valid JSON' },
     ])
     // A file of chat prompts needs no template column.
     expect(await collect(`name,type,messages\nC,chat,${cell(messages)}`)).toMatchObject([{ ok: true }])

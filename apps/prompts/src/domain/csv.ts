@@ -1,5 +1,6 @@
 import { pipeline } from 'node:stream/promises'
 import { AppError, type ChatMessage, type PromptConfig, type PromptType, TEMPLATE_MAX } from '@pm/contracts'
+import { JsonTooDeepError, parseJsonText } from '@pm/kit'
 import { CsvError, parse } from 'csv-parse'
 import { parseMessages } from './content.ts'
 
@@ -139,13 +140,17 @@ export function splitTags(cell: string): string[] {
   return [...tags]
 }
 
-/** The optional `config` cell: a JSON object (its size is checked when the prompt is created). */
+/**
+ * The optional `config` cell: a JSON object (its size is checked when the prompt is created),
+ * read by the JSON body rule, so a `__proto__` key the API refuses is refused here too.
+ */
 function parseConfig(cell: string): { config?: PromptConfig; problem?: string } {
   if (cell.trim() === '') return {}
   let value: unknown
   try {
-    value = JSON.parse(cell)
-  } catch {
+    value = parseJsonText(cell)
+  } catch (err) {
+    if (err instanceof JsonTooDeepError) return { problem: `config ${err.message}` }
     return { problem: 'config is not valid JSON' }
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {

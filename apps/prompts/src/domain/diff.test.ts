@@ -1,6 +1,6 @@
 import type { Variable } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
-import { diffVersions } from './diff.ts'
+import { DIFF_MAX_EDIT_LENGTH, diffVersions } from './diff.ts'
 
 const labels = { from: 'v1', to: 'v2' }
 const v = (name: string, extra: Partial<Variable> = {}): Variable => ({ name, required: true, ...extra })
@@ -242,5 +242,68 @@ describe('diffVersions', () => {
     expect([tooDeep.config.changed, tooDeep.config.hunks]).toEqual([true, []])
     const removed = diffVersions({ ...side, config: { model: 'a' } }, side, labels)
     expect(removed.config.hunks.flatMap((h) => h.lines)).toEqual(['-{', '-  "model": "a"', '-}'])
+  })
+
+  describe('past DIFF_MAX_EDIT_LENGTH changed lines', () => {
+    const lines = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix} ${i}`)
+
+    it('answers two large, fully different templates as one hunk replacing every line', () => {
+      const old = lines('old', 8000)
+      const next = lines('new', 8000)
+      const d = diffVersions(
+        { template: old.join('\n'), variables: [] },
+        { template: next.join('\n'), variables: [] },
+        labels,
+      )
+      expect(d.template).toEqual({
+        hunks: [
+          {
+            oldStart: 1,
+            oldLines: 8000,
+            newStart: 1,
+            newLines: 8000,
+            lines: [...old.map((l) => `-${l}`), ...next.map((l) => `+${l}`)],
+          },
+        ],
+        added: 8000,
+        removed: 8000,
+      })
+    })
+
+    it('keeps the no-newline marker of the side without one, and numbers an empty side from 1', () => {
+      const next = lines('new', DIFF_MAX_EDIT_LENGTH + 1)
+      const grown = diffVersions(
+        { template: '', variables: [] },
+        { template: `${next.join('\n')}\n`, variables: [] },
+        labels,
+      )
+      expect(grown.template.hunks).toEqual([
+        { oldStart: 1, oldLines: 0, newStart: 1, newLines: next.length, lines: next.map((l) => `+${l}`) },
+      ])
+      const old = lines('old', DIFF_MAX_EDIT_LENGTH)
+      const d = diffVersions(
+        { template: `${old.join('\n')}\n`, variables: [] },
+        { template: next.join('\n'), variables: [] },
+        labels,
+      )
+      expect(d.template.hunks[0]?.lines.slice(-2)).toEqual([
+        `+${next.at(-1)}`,
+        '\\ No newline at end of file',
+      ])
+      expect(d.template).toMatchObject({ added: next.length, removed: old.length })
+    })
+
+    it('still diffs a change within the bound line by line', () => {
+      const old = lines('same', 5000)
+      const next = [...old]
+      next[2500] = 'changed'
+      const d = diffVersions(
+        { template: old.join('\n'), variables: [] },
+        { template: next.join('\n'), variables: [] },
+        labels,
+      )
+      expect(d.template.hunks).toHaveLength(1)
+      expect(d.template.hunks[0]).toMatchObject({ oldStart: 2498, oldLines: 7, newLines: 7 })
+    })
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { SLUG_MAX, slugify, uniqueSlug } from './slug.ts'
+import { lowestFreeSlug, SLUG_MAX, slugify, slugStem } from './slug.ts'
 
 describe('slugify', () => {
   it.each([
@@ -35,46 +35,49 @@ describe('slugify', () => {
   })
 })
 
-describe('uniqueSlug', () => {
-  it('returns the base when it is free', async () => {
-    expect(await uniqueSlug('hello', () => false)).toBe('hello')
+describe('lowestFreeSlug', () => {
+  it('returns the base when it is free', () => {
+    expect(lowestFreeSlug('hello', new Set())).toEqual({ slug: 'hello', n: 1 })
   })
 
-  it('appends -2, -3, ... until a free one is found', async () => {
-    const taken = new Set(['hello', 'hello-2', 'hello-3'])
-    expect(await uniqueSlug('hello', (s) => taken.has(s))).toBe('hello-4')
-  })
-
-  it('accepts an async predicate and checks candidates in order', async () => {
-    const asked: string[] = []
-    const taken = new Set(['p', 'p-2'])
-    const slug = await uniqueSlug('p', async (s) => {
-      asked.push(s)
-      await Promise.resolve()
-      return taken.has(s)
+  it('appends -2, -3, ... and takes the lowest free one, gaps included', () => {
+    expect(lowestFreeSlug('hello', new Set(['hello', 'hello-2', 'hello-3']))).toEqual({
+      slug: 'hello-4',
+      n: 4,
     })
-    expect(slug).toBe('p-3')
-    expect(asked).toEqual(['p', 'p-2', 'p-3'])
+    expect(lowestFreeSlug('hello', new Set(['hello', 'hello-3']))).toEqual({ slug: 'hello-2', n: 2 })
   })
 
-  it('shortens a maximum-length base so the suffixed slug stays within 80 characters', async () => {
+  it('looks from `from` on', () => {
+    expect(lowestFreeSlug('p', new Set(['p-5']), 5)).toEqual({ slug: 'p-6', n: 6 })
+  })
+
+  it('shortens a maximum-length base so the suffixed slug stays within 80 characters', () => {
     const base = 'a'.repeat(SLUG_MAX)
-    const slug = await uniqueSlug(base, (s) => s === base)
+    const { slug } = lowestFreeSlug(base, new Set([base]))
     expect(slug).toBe(`${'a'.repeat(SLUG_MAX - 2)}-2`)
     expect(slug.length).toBe(SLUG_MAX)
   })
 
-  it('does not leave a double hyphen when the cut lands on one', async () => {
+  it('does not leave a double hyphen when the cut lands on one', () => {
     const base = `${'a'.repeat(77)}-bb`
-    const slug = await uniqueSlug(base, (s) => s === base)
-    expect(slug).toBe(`${'a'.repeat(77)}-2`)
+    expect(lowestFreeSlug(base, new Set([base])).slug).toBe(`${'a'.repeat(77)}-2`)
+  })
+})
+
+describe('slugStem', () => {
+  it('is the base when the base leaves room for any suffix', () => {
+    expect(slugStem('hello')).toBe('hello')
+    expect(slugStem('a'.repeat(SLUG_MAX - 8))).toBe('a'.repeat(SLUG_MAX - 8))
   })
 
-  it('propagates a failing predicate', async () => {
-    await expect(
-      uniqueSlug('x', () => {
-        throw new Error('store down')
-      }),
-    ).rejects.toThrow('store down')
+  it('starts every candidate of a long base, whose suffixes shorten it', () => {
+    for (const base of ['a'.repeat(SLUG_MAX), `${'a'.repeat(70)}-b-cdefgh`, `${'x'.repeat(75)}-y-zz`]) {
+      const stem = slugStem(base)
+      for (const n of [1, 2, 9, 10, 99, 100, 999, 1000, 99_999, 9_999_999]) {
+        const { slug } = lowestFreeSlug(base, new Set(), n)
+        expect(slug.startsWith(stem), slug).toBe(true)
+      }
+    }
   })
 })

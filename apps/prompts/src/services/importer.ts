@@ -4,6 +4,7 @@ import { AppError, type ImportBatch, type ImportRowError } from '@pm/contracts'
 import { newId } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
 import { type CsvPrompt, type CsvRow, validatePromptCsv } from '../domain/csv.ts'
+import { KnownSlugs } from '../domain/slug.ts'
 import {
   DuplicateImportError,
   DuplicateSlugError,
@@ -222,7 +223,7 @@ export class Importer {
       let position = batch.position
       let next = position
       // Slugs this run has taken, so that many rows with one name do not rescan the store.
-      const taken = new Set<string>()
+      const taken = new KnownSlugs()
       while (next < rows.length) {
         if (lost) return
         if (this.stopped) {
@@ -289,9 +290,9 @@ export class Importer {
     run: FileRow[],
     from: number,
     to: number,
-    taken: Set<string>,
+    taken: KnownSlugs,
   ): Promise<number> {
-    const before = new Set(taken)
+    const before = taken.copy()
     const prompts: PromptRecord[] = []
     const errors: ImportRowError[] = []
     for (const item of run) {
@@ -315,8 +316,7 @@ export class Importer {
       }
     }
     // Nothing of the run was written: the slugs it picked are free again.
-    taken.clear()
-    for (const slug of before) taken.add(slug)
+    taken.restore(before)
     let position = from
     for (const item of run) {
       await this.writeOne(batch, item, position, taken)
@@ -330,7 +330,7 @@ export class Importer {
     batch: ImportBatchRecord,
     item: FileRow,
     from: number,
-    taken: Set<string>,
+    taken: KnownSlugs,
   ): Promise<void> {
     const { store } = this
     const step = () => this.step(batch, from, item.index + 1)

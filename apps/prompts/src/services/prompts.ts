@@ -30,7 +30,7 @@ import { diffVersions, type DiffSide, type VersionDiff } from '../domain/diff.ts
 import { environmentPromoted, promptDeleted, visibilityChanged } from '../domain/events.ts'
 import { type AuditContext, auditRow } from '../domain/audit.ts'
 import { checkMayPromote, type PromoteTarget } from '../domain/release.ts'
-import { slugify, uniqueSlug } from '../domain/slug.ts'
+import { KnownSlugs, lowestFreeSlug, slugify, slugStem } from '../domain/slug.ts'
 import { type OrgSettings, StaticOrgSettings } from './orgSettings.ts'
 import {
   DuplicateSlugError,
@@ -168,13 +168,13 @@ export class PromptsService {
 
   /**
    * Inserts with a slug unique in the workspace; a concurrent taker of the same slug makes it
-   * try the next. `knownTaken` lets a caller that creates many prompts (CSV import) skip slugs
-   * it has just taken without asking the store again.
+   * try the next. `knownTaken` is what is known of the workspace's slugs: a caller that creates
+   * many prompts (CSV import) keeps one for them all, so that the store is not asked again.
    */
   async insertWithUniqueSlug(
     record: PromptRecord,
     write: (r: PromptRecord) => Promise<void>,
-    knownTaken?: Set<string>,
+    knownTaken: KnownSlugs = new KnownSlugs(),
     givenSlug?: string,
   ): Promise<PromptRecord> {
     if (givenSlug !== undefined) {
@@ -186,7 +186,7 @@ export class PromptsService {
         if (err instanceof DuplicateSlugError) throw slugTaken(givenSlug)
         throw err
       }
-      knownTaken?.add(givenSlug)
+      knownTaken.taken.add(givenSlug)
       return candidate
     }
     for (let attempt = 0; attempt < 20; attempt++) {
@@ -194,29 +194,38 @@ export class PromptsService {
       const candidate = { ...record, slug }
       try {
         await write(candidate)
-        knownTaken?.add(slug)
+        knownTaken.taken.add(slug)
         return candidate
       } catch (err) {
         if (!(err instanceof DuplicateSlugError)) throw err
-        knownTaken?.add(slug)
+        knownTaken.taken.add(slug)
       }
     }
     throw new AppError('CONFLICT', 'could not allocate a unique slug')
   }
 
-  /** The first free slug for a name: what a prompt created without a slug gets (unless a concurrent create takes it first). */
-  private freeSlug(organizationId: string, name: string, knownTaken?: Set<string>): Promise<string> {
-    return uniqueSlug(
-      slugify(name),
-      (s) => knownTaken?.has(s) === true || this.store.isSlugTaken(organizationId, s),
-    )
+  /**
+   * The first free slug for a name: what a prompt created without a slug gets (unless a
+   * concurrent create takes it first). One store query for the slugs under the name's stem, the
+   * first time `known` meets that stem; the lowest free number is then found in memory.
+   */
+  private async freeSlug(organizationId: string, name: string, known: KnownSlugs): Promise<string> {
+    const base = slugify(name)
+    const stem = slugStem(base)
+    if (!known.stems.has(stem)) {
+      for (const slug of await this.store.slugsStartingWith(organizationId, stem)) known.taken.add(slug)
+      known.stems.add(stem)
+    }
+    const { slug, n } = lowestFreeSlug(base, known.taken, known.from.get(base))
+    known.from.set(base, n)
+    return slug
   }
 
   async create(
     organizationId: string,
     userId: string,
     input: CreatePromptRequest,
-    knownTaken?: Set<string>,
+    knownTaken: KnownSlugs = new KnownSlugs(),
     /** How the record is stored (the CSV import writes it with its batch's progress). */
     write?: (r: PromptRecord) => Promise<void>,
     audit?: AuditContext,
@@ -880,6 +889,10 @@ export class PromptsService {
         { path: '/query/env', message: 'cannot be combined with version' },
       ])
     }
+    // First, whatever the selector: the spec's invoke rule has no exception for one, and a
+    // prompt never published has no version to select or pin.
+    if (!prompt.currentVersionId)
+      throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
     let version: VersionRecord | null
     let split: Split | undefined
     if (selector.version !== undefined) {
@@ -893,8 +906,6 @@ export class PromptsService {
       // Under a split, render picks the variant per subject and asks for it by number.
       if (pin.split) split = pin.split
     } else {
-      if (!prompt.currentVersionId)
-        throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
       version = await this.store.getVersion(prompt._id, prompt.currentVersionId)
       if (!version) throw new AppError('NO_PUBLISHED_VERSION', 'the prompt has no published version')
     }

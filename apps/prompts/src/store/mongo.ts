@@ -270,6 +270,16 @@ export class MongoPromptStore implements PromptStore {
     return promptOrNull(await this.prompts.findOne({ organizationId, slug }))
   }
 
+  async slugsStartingWith(organizationId: string, prefix: string): Promise<string[]> {
+    // An anchored, case-sensitive regex of literal text: a range on the {organizationId, slug}
+    // unique index (MongoDB's "prefix expression"); only the slugs are read.
+    const found = await this.prompts
+      .find({ organizationId, slug: { $regex: new RegExp(`^${escapeRegex(prefix)}`) } })
+      .project<{ slug: string }>({ _id: 0, slug: 1 })
+      .toArray()
+    return found.map((p) => p.slug)
+  }
+
   async isSlugTaken(organizationId: string, slug: string): Promise<boolean> {
     return (await this.prompts.countDocuments({ organizationId, slug }, { limit: 1 })) > 0
   }

@@ -435,6 +435,18 @@ export class SqlitePromptStore implements PromptStore {
     return this.findOne('prompts', toPrompt, 'organization_id = ? AND slug = ?', organizationId, slug)
   }
 
+  async slugsStartingWith(organizationId: string, prefix: string): Promise<string[]> {
+    // GLOB is case-sensitive and, with a pattern that starts with literal text, a range on the
+    // (organization_id, slug) unique index. Its wildcards in the prefix are bracketed.
+    const pattern = `${prefix.replace(/[*?[]/g, '[$&]')}*`
+    return queryAll(
+      this.db,
+      'SELECT slug FROM prompts WHERE organization_id = ? AND slug GLOB ?',
+      organizationId,
+      pattern,
+    ).map((r) => String(r.slug))
+  }
+
   async isSlugTaken(organizationId: string, slug: string): Promise<boolean> {
     return (
       queryOne(

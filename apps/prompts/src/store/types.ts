@@ -243,6 +243,8 @@ export interface PromptStore {
   /** Without a workspace check: for internal lookups that check visibility themselves. */
   getPromptById(id: string): Promise<PromptRecord | null>
   isSlugTaken(organizationId: string, slug: string): Promise<boolean>
+  /** The workspace's slugs that start with `prefix` (one query: slug allocation reads them at once). */
+  slugsStartingWith(organizationId: string, prefix: string): Promise<string[]>
   listPrompts(filter: PromptFilter, page: Page): Promise<{ prompts: PromptRecord[]; total: number }>
   summary(organizationId: string): Promise<{ total: number; public: number; published: number }>
   listPublic(search: string | undefined, page: Page): Promise<{ prompts: PromptRecord[]; total: number }>
