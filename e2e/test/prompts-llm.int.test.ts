@@ -170,7 +170,20 @@ describe('chat prompts, config, slugs and change events through the gateway', ()
         body: `{"config":{"a":${'['.repeat(5_000)}1${']'.repeat(5_000)}}}`,
       })
       const refusal = (await tooDeep.json()) as ErrorBody
+      // Past the body rule's 128 levels: refused as a body before any field is looked at.
       expect([tooDeep.status, refusal.error.code, refusal.error.details]).toEqual([
+        400,
+        'VALIDATION_ERROR',
+        [expect.objectContaining({ path: '/body' })],
+      ])
+      // Within the body's bound but past the config's 64 levels: the config's own rule.
+      const deepConfig = await fetch(`${stack.gateway}/api/v1/prompts/${p._id}`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+        body: `{"config":{"a":${'['.repeat(100)}1${']'.repeat(100)}}}`,
+      })
+      const configRefusal = (await deepConfig.json()) as ErrorBody
+      expect([deepConfig.status, configRefusal.error.code, configRefusal.error.details]).toEqual([
         400,
         'VALIDATION_ERROR',
         [expect.objectContaining({ path: '/body/config' })],
