@@ -1,5 +1,5 @@
 export interface DeliveryMeta {
-  /** The message id given at publish (dedupe key). */
+  /** The message id given at publish (the dedupe key, within its subject). */
   msgId: string
   /** 1 on first delivery, more on redelivery. */
   attempt: number

@@ -23,6 +23,14 @@ export interface NatsBusOptions {
   name?: string
   /** Delay before a failed message is delivered again. */
   retryDelayMs?: number
+  /** A message not taken: a broadcast that was not JSON or whose handler threw, a durable one not JSON (default: a warn line on stderr). */
+  onUntaken?: (what: string, subject: string, error: unknown) => void
+}
+
+/** One JSON line at pino's warn level, as the services log. */
+function warnOnStderr(what: string, subject: string, error: unknown): void {
+  const err = error instanceof Error ? error.message : String(error)
+  process.stderr.write(`${JSON.stringify({ level: 40, time: Date.now(), msg: what, subject, err })}\n`)
 }
 
 const DUPLICATE_WINDOW_NS = 60 * 60 * 1_000_000_000 // one hour: a restarted outbox relay republishes within it
@@ -84,7 +92,10 @@ export class NatsBus implements EventBus {
       for (const [key, value] of Object.entries(headers)) h.set(key, value)
     }
     await jetstream(this.nc).publish(subject, JSON.stringify(data), {
-      msgID: msgId,
+      // JetStream drops a duplicate id across the whole stream; the bus's contract (and the
+      // in-process bus) is per subject: `experiment.completed` carried the id of its
+      // `experiment.queued` and was dropped as its duplicate.
+      msgID: `${subject}:${msgId}`,
       ...(h ? { headers: h } : {}),
     })
   }
@@ -106,11 +117,26 @@ export class NatsBus implements EventBus {
     void (async () => {
       for await (const m of messages) {
         const work = (async () => {
+          let data: unknown
+          try {
+            data = m.json()
+          } catch (error) {
+            // Not JSON: no delivery will ever make it so. Terminated (never redelivered) and said,
+            // where a nak had it redelivered every second, silently, for the stream's week.
+            ;(this.opts.onUntaken ?? warnOnStderr)('durable message not JSON, dropped', m.subject, error)
+            m.term()
+            return
+          }
           try {
             const traceparent = m.headers?.get('traceparent')
             const tracestate = m.headers?.get('tracestate')
-            await handler(m.json(), {
-              msgId: m.headers?.get('Nats-Msg-Id') ?? String(m.seq),
+            const id = m.headers?.get('Nats-Msg-Id')
+            await handler(data, {
+              msgId: id
+                ? id.startsWith(`${m.subject}:`)
+                  ? id.slice(m.subject.length + 1)
+                  : id
+                : String(m.seq),
               attempt: m.info.deliveryCount,
               ...(traceparent ? { headers: { traceparent, ...(tracestate ? { tracestate } : {}) } } : {}),
             })
@@ -134,7 +160,15 @@ export class NatsBus implements EventBus {
     this.subscriptions.push(
       this.nc.subscribe(subject, {
         callback: (err, msg) => {
-          if (!err) handler(msg.json())
+          if (err) return
+          // A message that is not JSON, or that its handler cannot take, must not escape: thrown
+          // here it ends nats.js's reading of the socket, for good (no cache invalidation, no key
+          // revocation, readiness hanging on flush).
+          try {
+            handler(msg.json())
+          } catch (error) {
+            ;(this.opts.onUntaken ?? warnOnStderr)('broadcast not taken', subject, error)
+          }
         },
       }),
     )
