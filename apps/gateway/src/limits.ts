@@ -5,6 +5,9 @@ import type { GatewayConfig } from './config.ts'
 import type { RoutePolicy } from './policy.ts'
 import type { RateLimits } from './rateLimits.ts'
 
+/** The longest email (identity's `Email` schema, RFC 5321's path limit). */
+const EMAIL_MAX_LENGTH = 254
+
 /**
  * The gateway's rate-limit rules (DESIGN section 7): per IP on login and on the public
  * catalog, per email on failed logins, per API key (its own limit, else the default). Each
@@ -38,10 +41,12 @@ export class RequestLimits {
       // cannot slip past the limit) and given back when the login succeeds. An email that is no
       // string is refused here: the services' validation turns a one-item array into its item,
       // so `["a@example.com"]` would sign in with no point taken.
+      // Nor one longer than an email can be (254, as identity's schema): it is the limiter's key,
+      // and a 1 MB one took 1 MB of Redis for the window, per request.
       const given = request.peekedBody?.email
-      if (given !== undefined && typeof given !== 'string') {
+      if (given !== undefined && (typeof given !== 'string' || given.length > EMAIL_MAX_LENGTH)) {
         throw new AppError('VALIDATION_ERROR', 'request is invalid', [
-          { path: '/body/email', message: 'must be a string' },
+          { path: '/body/email', message: `must be a string of at most ${EMAIL_MAX_LENGTH} characters` },
         ])
       }
       const email = bodyField(request, 'email')?.trim().toLowerCase()

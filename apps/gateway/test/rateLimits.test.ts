@@ -46,9 +46,9 @@ describe('the login limit per email', () => {
   const request = (email: unknown) =>
     ({ ip: '203.0.113.9', peekedBody: { email, password: 'guess' } }) as unknown as FastifyRequest
 
-  it('refuses an email that is no string (an array would be coerced past the limit by the service)', async () => {
+  it('refuses an email that is no string (an array would be coerced past the limit by the service) or too long for one (the limiter keys on it)', async () => {
     const limits = new RequestLimits(new RateLimits(undefined), config)
-    for (const email of [['carol@example.com'], 123, { a: 1 }, null]) {
+    for (const email of [['carol@example.com'], 123, { a: 1 }, null, `${'a'.repeat(1_000_000)}@x.com`]) {
       const refused = await limits.public(request(email), login).catch((e: unknown) => e)
       expect(refused).toBeInstanceOf(AppError)
       expect((refused as AppError).code).toBe('VALIDATION_ERROR')

@@ -28,6 +28,11 @@ export class TtlCache<T> {
   private readonly entries = new Map<string, Entry<T>>()
   private readonly refreshing = new Map<string, Promise<void>>()
   private readonly opts: CacheOptions
+  /**
+   * Bumped by every clear (an invalidation): a load that began before it answers what the
+   * service held before this client's own write, so its result must not be stored (setIfCurrent).
+   */
+  private gen = 0
 
   constructor(opts: CacheOptions) {
     this.opts = opts
@@ -62,12 +67,40 @@ export class TtlCache<T> {
     }
   }
 
+  /** Read before a load starts, and handed to setIfCurrent / deleteIfCurrent when it ends. */
+  get generation(): number {
+    return this.gen
+  }
+
+  /** `set`, unless the cache was cleared since `generation` was read (the value may predate a write). */
+  setIfCurrent(key: string, value: T, generation: number): boolean {
+    if (generation !== this.gen) return false
+    this.set(key, value)
+    return true
+  }
+
+  /** `delete`, unless the cache was cleared since (the entry may be a newer load's). */
+  deleteIfCurrent(key: string, generation: number): void {
+    if (generation === this.gen) this.entries.delete(key)
+  }
+
   delete(key: string): void {
     this.entries.delete(key)
   }
 
   /** Drops every entry whose key starts with `prefix` (all of them without one). */
   clear(prefix = ''): void {
+    // One counter for the whole cache: a write to one prompt also drops the loads of others in
+    // flight (they are answered, just not stored), which costs a request, never a wrong answer.
+    this.gen++
+    this.evict(prefix)
+  }
+
+  /**
+   * Drops the entries under `prefix` to make room (not an invalidation: loads in flight may
+   * still store what they answer).
+   */
+  evict(prefix: string): void {
     for (const key of [...this.entries.keys()]) if (key.startsWith(prefix)) this.entries.delete(key)
   }
 
@@ -86,14 +119,23 @@ export class TtlCache<T> {
   }
 }
 
-/** A key that does not depend on the order of object fields. */
+/**
+ * A key that does not depend on the order of object fields. It is taken of the JSON the request
+ * sends (a Date as its ISO string, anything with toJSON as what that answers, a Map as {}), so
+ * two values are one key exactly when they are one request.
+ */
 export function stableKey(value: unknown): string {
+  const json = JSON.stringify(value)
+  return json === undefined ? 'undefined' : canonical(JSON.parse(json))
+}
+
+/** The key of a parsed JSON value: objects with their fields sorted. */
+function canonical(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'undefined'
-  if (Array.isArray(value)) return `[${value.map(stableKey).join(',')}]`
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`
   const obj = value as Record<string, unknown>
   return `{${Object.keys(obj)
     .sort()
-    .filter((k) => obj[k] !== undefined)
-    .map((k) => `${JSON.stringify(k)}:${stableKey(obj[k])}`)
+    .map((k) => `${JSON.stringify(k)}:${canonical(obj[k])}`)
     .join(',')}}`
 }

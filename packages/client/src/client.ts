@@ -7,6 +7,7 @@ import {
   type OperationId,
   type Prompt,
   type ResolvedPrompt,
+  type Split,
   type Variable,
   type VariableInput,
 } from '@pm/contracts'
@@ -122,6 +123,11 @@ export interface RenderableOptions {
   version?: number
   env?: EnvironmentName
   organizationId?: string
+  /**
+   * renderLocally only: who the request is for, sent as invoke's `subject` when the `env` is
+   * under a split (which the service renders: see `RenderablePrompt.split`).
+   */
+  subject?: string
   signal?: AbortSignal
 }
 
@@ -144,11 +150,19 @@ export interface RenderablePrompt extends RenderSource {
    */
   references: boolean
   /**
+   * The environment is under a split (DESIGN section 15): its variants. The content above is the
+   * first variant's, so `render` renders that one; which variant a request gets is the service's
+   * pick per subject, and the client's `renderLocally` asks invoke for it instead.
+   */
+  split?: Split
+  /**
    * Renders with these values; throws PromptServiceError as invoke would refuse them (400, or
    * 422 RENDER_TOO_LARGE past the client's `maxOutputBytes`).
    */
   render(values?: Record<string, unknown>): LocalRendering
 }
+
+const DEFAULT_MAX_ENTRIES = 1000
 
 /** Operations that change a prompt: a successful one drops what this client cached of it. */
 const PROMPT_WRITES = new Set<OperationId>([
@@ -215,7 +229,7 @@ export class PromptClient {
     const cacheOptions = {
       ttlMs: options.cacheTtlMs ?? 60_000,
       maxStaleMs: options.maxStaleMs ?? Number.POSITIVE_INFINITY,
-      maxEntries: options.cacheMaxEntries ?? 1000,
+      maxEntries: options.cacheMaxEntries ?? DEFAULT_MAX_ENTRIES,
       now,
     }
     this.rendered = new TtlCache(cacheOptions)
@@ -297,19 +311,24 @@ export class PromptClient {
         ...(options.version ? { version: options.version } : {}),
         ...(options.subject !== undefined ? { subject: options.subject } : {}),
       },
-      signal: options.signal,
     }
-    const load = async () => {
+    const load = async (signal: AbortSignal | undefined) => {
       const result = (
         'id' in ref
-          ? await this.transport.call('invokePrompt', { ...input, params: { id: ref.id } })
-          : await this.transport.call('invokePromptBySlug', { ...input, params: { slug: ref.slug } })
+          ? await this.transport.call('invokePrompt', { ...input, signal, params: { id: ref.id } })
+          : await this.transport.call('invokePromptBySlug', { ...input, signal, params: { slug: ref.slug } })
       ) as InvokeResult
       if ('slug' in ref) this.slugsOf(result.promptId).add(ref.slug)
       return result
     }
     try {
-      const { value, source } = await this.cached(this.rendered, key, load, options.cache !== false)
+      const { value, source } = await this.cached(
+        this.rendered,
+        key,
+        load,
+        options.cache !== false,
+        options.signal,
+      )
       return { ...value, source }
     } catch (err) {
       const promptId = 'id' in ref ? ref.id : ref.slug
@@ -368,8 +387,10 @@ export class PromptClient {
     options: RenderableOptions = {},
   ): Promise<RenderedPrompt> {
     const renderable = await this.getRenderable(promptId, options)
-    // A prompt that includes others renders at the service, which resolves the references.
-    if (renderable.references) return this.render({ id: promptId }, variables, invokeOptions(options))
+    // A prompt that includes others renders at the service, which resolves the references; an
+    // environment under a split too, which picks the variant per subject.
+    if (renderable.references || renderable.split)
+      return this.render({ id: promptId }, variables, invokeOptions(options))
     return rendered(renderable, variables)
   }
 
@@ -380,7 +401,8 @@ export class PromptClient {
     options: RenderableOptions = {},
   ): Promise<RenderedPrompt> {
     const renderable = await this.getRenderableBySlug(slug, options)
-    if (renderable.references) return this.render({ slug }, variables, invokeOptions(options))
+    if (renderable.references || renderable.split)
+      return this.render({ slug }, variables, invokeOptions(options))
     return rendered(renderable, variables)
   }
 
@@ -396,25 +418,17 @@ export class PromptClient {
       ...(options.env ? { env: options.env } : {}),
       ...(options.organizationId ? { organizationId: options.organizationId } : {}),
     }
-    const load = async () => {
+    const load = async (signal: AbortSignal | undefined) => {
       const result = (
         'id' in ref
-          ? await this.transport.call('resolvePrompt', {
-              params: { id: ref.id },
-              query,
-              signal: options.signal,
-            })
-          : await this.transport.call('resolvePromptBySlug', {
-              params: { slug: ref.slug },
-              query,
-              signal: options.signal,
-            })
+          ? await this.transport.call('resolvePrompt', { params: { id: ref.id }, query, signal })
+          : await this.transport.call('resolvePromptBySlug', { params: { slug: ref.slug }, query, signal })
       ) as ResolvedPrompt
       if ('slug' in ref) this.slugsOf(result.promptId).add(ref.slug)
       return result
     }
     try {
-      const { value, source } = await this.cached(this.resolved, key, load, true)
+      const { value, source } = await this.cached(this.resolved, key, load, true, options.signal)
       return {
         promptId: value.promptId,
         versionId: value.versionId,
@@ -423,6 +437,7 @@ export class PromptClient {
         variables: value.variables,
         ...(value.messages ? { messages: value.messages } : {}),
         ...(value.config ? { config: value.config } : {}),
+        ...(value.split ? { split: value.split } : {}),
         source,
         references: hasReferences(value),
         // The cached object itself is rendered, so its parsed form is reused (see local.ts).
@@ -451,17 +466,18 @@ export class PromptClient {
     options: { organizationId?: string; cache?: boolean; signal?: AbortSignal } = {},
   ): Promise<FetchedPrompt> {
     const org = options.organizationId ?? this.organizationId ?? ''
-    const load = () =>
+    const load = (signal: AbortSignal | undefined) =>
       this.transport.call('getPrompt', {
         params: { id: promptId },
         query: options.organizationId ? { organizationId: options.organizationId } : {},
-        signal: options.signal,
+        signal,
       }) as Promise<Prompt>
     const { value, source } = await this.cached(
       this.prompts,
       `${promptId}|prompt|${org}`,
       load,
       options.cache !== false,
+      options.signal,
     )
     return { ...value, source }
   }
@@ -471,12 +487,24 @@ export class PromptClient {
     return this.api.injectPrompt({ params: { id: promptId }, body: { variables } })
   }
 
-  /** Slugs this client has invoked a prompt by, per prompt id (so that a write drops those entries too). */
+  /**
+   * Slugs this client has invoked a prompt by, per prompt id (so that a write drops those entries
+   * too). At most cacheMaxEntries prompts, least recently used first out: the entries of the one
+   * that goes out are dropped with it, since a write could no longer find them.
+   */
   private slugsOf(promptId: string): Set<string> {
     let slugs = this.slugs.get(promptId)
-    if (!slugs) {
-      slugs = new Set()
-      this.slugs.set(promptId, slugs)
+    if (slugs) this.slugs.delete(promptId)
+    else slugs = new Set()
+    this.slugs.set(promptId, slugs)
+    const max = this.opts.cacheMaxEntries ?? DEFAULT_MAX_ENTRIES
+    for (const [oldest, gone] of this.slugs) {
+      if (this.slugs.size <= max) break
+      this.slugs.delete(oldest)
+      for (const slug of gone) {
+        this.rendered.evict(`slug:${slug}|`)
+        this.resolved.evict(`slug:${slug}|`)
+      }
     }
     return slugs
   }
@@ -499,44 +527,70 @@ export class PromptClient {
     await Promise.all([this.rendered.settled(), this.prompts.settled(), this.resolved.settled()])
   }
 
+  /**
+   * `load` is given the signal to send with: the caller's for a load that only it waits for, none
+   * for a refresh, which is shared (stale-while-revalidate serves it to later callers too) and
+   * bounded by the transport's timeout alone; a caller that aborts once it has its value must
+   * not end the refresh.
+   */
   private async cached<T>(
     cache: TtlCache<T>,
     key: string,
-    load: () => Promise<T>,
+    load: (signal: AbortSignal | undefined) => Promise<T>,
     useCache: boolean,
+    signal: AbortSignal | undefined,
   ): Promise<{ value: T; source: CacheSource }> {
-    if (!useCache) return { value: await load(), source: 'network' }
+    if (!useCache) return { value: await load(signal), source: 'network' }
     const found = cache.lookup(key)
     if (found.state === 'fresh') return { value: found.value, source: 'cache' }
-    const refresh = async () => {
-      try {
-        cache.set(key, await load())
-      } catch (err) {
-        // An authoritative answer (the prompt is gone, the key revoked) ends the entry;
-        // unavailability keeps it, so the stale value carries on standing in.
-        if (err instanceof PromptServiceError && !err.isUnavailable) cache.delete(key)
-        throw err
-      }
-    }
     if (found.state === 'stale') {
+      let refreshed: T | undefined
+      const refresh = async () => {
+        const generation = cache.generation
+        try {
+          refreshed = await load(undefined)
+          cache.setIfCurrent(key, refreshed, generation)
+        } catch (err) {
+          // An authoritative answer (the prompt is gone, the key revoked) ends the entry;
+          // unavailability keeps it, so the stale value carries on standing in.
+          if (err instanceof PromptServiceError && !err.isUnavailable) cache.deleteIfCurrent(key, generation)
+          throw err
+        }
+      }
+      const running = cache.revalidate(key, refresh)
       if (this.opts.staleWhileRevalidate !== false) {
-        cache.revalidate(key, refresh).catch((err: unknown) => this.opts.onBackgroundError?.(err))
+        running.catch((err: unknown) => this.opts.onBackgroundError?.(err))
         return { value: found.value, source: 'stale' }
       }
       try {
-        await cache.revalidate(key, refresh)
+        await untilAborted(running, signal)
       } catch (err) {
         if (err instanceof PromptServiceError && err.isUnavailable)
           return { value: found.value, source: 'stale' }
         throw err
       }
+      // This call's refresh: its answer; one it joined: what that one stored.
+      if (refreshed !== undefined) return { value: refreshed, source: 'network' }
       const again = cache.lookup(key)
       if (again.state !== 'miss') return { value: again.value, source: 'network' }
     }
-    const value = await load()
-    cache.set(key, value)
+    const generation = cache.generation
+    const value = await load(signal)
+    // Not stored when this client wrote to the prompt meanwhile: the answer may predate the write.
+    cache.setIfCurrent(key, value, generation)
     return { value, source: 'network' }
   }
+}
+
+/** `promise`, or the signal's reason as soon as it aborts (the promise carries on for others). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+  })
 }
 
 export function createClient(options: PromptClientOptions): PromptClient {
@@ -549,6 +603,7 @@ function invokeOptions(options: RenderableOptions): InvokeOptions {
     ...(options.version !== undefined ? { version: options.version } : {}),
     ...(options.env ? { env: options.env } : {}),
     ...(options.organizationId ? { organizationId: options.organizationId } : {}),
+    ...(options.subject !== undefined ? { subject: options.subject } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
   }
 }

@@ -69,13 +69,43 @@ export function backoffDelay(attempt: number, retry: RetryOptions, random: () =>
   return Math.round(step / 2 + random() * (step / 2))
 }
 
-/** Retry-After as delta-seconds or an HTTP date; undefined when absent or unreadable. */
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']
+const MONTH = MONTHS.join('|')
+/** The three HTTP-date forms a recipient must accept (RFC 9110 section 5.6.7), all in GMT. */
+const IMF_FIXDATE = new RegExp(`^[A-Z][a-z]{2}, (\\d{2}) (${MONTH}) (\\d{4}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`)
+const RFC850_DATE = new RegExp(
+  `^[A-Z][a-z]{5,8}, (\\d{2})-(${MONTH})-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`,
+)
+const ASCTIME_DATE = new RegExp(`^[A-Z][a-z]{2} (${MONTH}) ([ \\d]\\d) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})$`)
+
+/** An HTTP-date in ms since the epoch; undefined for anything else (Date.parse reads "1.5" as a date). */
+function parseHttpDate(value: string, now: number): number | undefined {
+  const at = (year: number, month = '', day = '', h = '', m = '', sec = ''): number =>
+    Date.UTC(year, MONTHS.indexOf(month), Number(day), Number(h), Number(m), Number(sec))
+  const imf = IMF_FIXDATE.exec(value)
+  if (imf) return at(Number(imf[3]), imf[2], imf[1], imf[4], imf[5], imf[6])
+  const rfc850 = RFC850_DATE.exec(value)
+  if (rfc850) {
+    // A two-digit year that would be more than 50 years ahead is in the past century (RFC 9110).
+    const thisYear = new Date(now).getUTCFullYear()
+    const year = Math.floor(thisYear / 100) * 100 + Number(rfc850[3])
+    return at(year > thisYear + 50 ? year - 100 : year, rfc850[2], rfc850[1], rfc850[4], rfc850[5], rfc850[6])
+  }
+  const asctime = ASCTIME_DATE.exec(value)
+  if (asctime) return at(Number(asctime[6]), asctime[1], asctime[2], asctime[3], asctime[4], asctime[5])
+  return undefined
+}
+
+/**
+ * Retry-After in ms: delta-seconds (a non-negative integer) or an HTTP-date (RFC 9110 section
+ * 10.2.3); undefined when absent or anything else ("1.5", "-1"), so that the backoff applies.
+ */
 export function parseRetryAfter(value: string | null, now: number): number | undefined {
   if (!value) return undefined
   const trimmed = value.trim()
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000
-  const at = Date.parse(trimmed)
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
+  const at = parseHttpDate(trimmed, now)
+  return at === undefined ? undefined : Math.max(0, at - now)
 }
 
 export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -259,8 +289,11 @@ export class Transport {
     body: string | FormData | undefined,
     signal: AbortSignal | undefined,
   ): Promise<unknown> {
+    // The timeout covers the whole exchange: the body is read under the same signal.
     const timeout = AbortSignal.timeout(this.opts.timeoutMs)
+    const where = `${route.method} ${url.origin}${url.pathname}`
     let res: Response
+    let text: string
     try {
       res = await this.opts.fetch(url, {
         method: route.method,
@@ -268,9 +301,13 @@ export class Transport {
         body,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       })
+      if (!res.ok) throw await readError(res, operationId, this.opts.now())
+      if (res.status === 204) return undefined
+      if (route.produces === 'application/gzip') return new Uint8Array(await res.arrayBuffer())
+      text = await res.text()
     } catch (err) {
-      if (signal?.aborted) throw err // the caller gave up: not the service's failure
-      const where = `${route.method} ${url.origin}${url.pathname}`
+      if (err instanceof PromptServiceError || signal?.aborted) throw err // the caller gave up: not the service's failure
+      // No answer, or one cut off (a stalled or truncated body): the service cannot be reached.
       const timedOut = timeout.aborted
       throw new PromptServiceError({
         status: 0,
@@ -282,14 +319,23 @@ export class Transport {
         cause: err,
       })
     }
-    if (!res.ok) throw await readError(res, operationId, this.opts.now())
-    if (res.status === 204) return undefined
     // Text answers (a page, a file, an export as CSV or JSON Lines) are returned as they came.
     if (route.produces === 'text/html' || route.produces === 'text/plain' || route.produces === 'text/csv')
-      return res.text()
-    if (route.produces === 'application/gzip') return new Uint8Array(await res.arrayBuffer())
-    const text = await res.text()
-    const json: unknown = text ? JSON.parse(text) : undefined
+      return text
+    let json: unknown
+    try {
+      json = text ? JSON.parse(text) : undefined
+    } catch (err) {
+      // Not the service's answer (a proxy's or portal's page): a bad gateway, so unavailable.
+      throw new PromptServiceError({
+        status: 502,
+        code: codeForStatus(502),
+        message: `${operationId}: ${where} answered HTTP ${res.status} with a body that is not JSON (${res.headers.get('content-type') ?? 'no content-type'})`,
+        requestId: res.headers.get('x-request-id') ?? undefined,
+        operationId,
+        cause: err,
+      })
+    }
     return route.envelope === false ? json : (json as { data?: unknown } | undefined)?.data
   }
 }

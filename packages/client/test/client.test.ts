@@ -1,6 +1,14 @@
+import type { ServerResponse } from 'node:http'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { PromptClient, type PromptClientOptions, PromptServiceError, type RetryInfo } from '../src/index.ts'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import {
+  PromptClient,
+  type PromptClientOptions,
+  PromptServiceError,
+  parseRetryAfter,
+  type RetryInfo,
+  stableKey,
+} from '../src/index.ts'
 
 const ID = '0123456789abcdef01234567'
 const VERSION_ID = '0123456789abcdef0123456a'
@@ -18,6 +26,10 @@ interface Answer {
   headers?: Record<string, string>
   body?: unknown
   raw?: string
+  /** Answered once this settles (the answer itself is taken when the request arrives). */
+  wait?: Promise<unknown>
+  /** Writes the answer itself on the socket (a stalled or cut body). */
+  hijack?: (res: ServerResponse) => void
 }
 
 /** A stand-in for the gateway: answers what the test scripts and records every request. */
@@ -28,7 +40,8 @@ class FakeGateway {
   handler: (req: Seen) => Answer = () => ({ status: 404, body: error('NOT_FOUND') })
 
   async start(port = 0): Promise<string> {
-    const app = Fastify()
+    // A stalled answer must not hold the server open when the test ends.
+    const app = Fastify({ forceCloseConnections: true })
     app.addContentTypeParser('multipart/form-data', { parseAs: 'string' }, (_req, body, done) =>
       done(null, body),
     )
@@ -44,6 +57,12 @@ class FakeGateway {
         }
         this.seen.push(seen)
         const answer = this.handler(seen)
+        if (answer.wait) await answer.wait
+        if (answer.hijack) {
+          reply.hijack()
+          answer.hijack(reply.raw)
+          return reply
+        }
         reply.code(answer.status ?? 200).headers({ 'x-request-id': 'req-1', ...answer.headers })
         if (answer.raw !== undefined) return reply.type('text/plain').send(answer.raw)
         return answer.body === undefined ? reply.send() : reply.send(answer.body)
@@ -224,6 +243,49 @@ describe('PromptClient against a fake gateway', () => {
       expect((down as Error).message).toContain('ECONNREFUSED')
       base = await fake.start()
     })
+
+    it('read a stalled body as TIMEOUT and a cut one as NETWORK_ERROR: retried, then the fallback', async () => {
+      const head = { 'content-type': 'application/json', 'content-length': '100' }
+      let cut = false
+      fake.handler = () => ({
+        hijack: (res) => {
+          res.writeHead(200, head)
+          res.write('{"data":{"renderedContent":')
+          if (cut) res.destroy()
+        },
+      })
+      const c = client({ timeoutMs: 200, retries: 1, fallbackTemplates: { [ID]: 'Fallback {{x}}' } })
+      await expect(c.api.invokePrompt({ params: { id: ID } })).rejects.toMatchObject({
+        status: 0,
+        code: 'TIMEOUT',
+      })
+      expect(retries.map((r) => r.error.code)).toEqual(['TIMEOUT'])
+      expect(await c.invoke(ID, { x: 1 })).toMatchObject({
+        renderedContent: 'Fallback 1',
+        source: 'fallback',
+      })
+
+      cut = true
+      retries = []
+      const err = await c.api.getPrompt({ params: { id: ID } }).catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(PromptServiceError)
+      expect(err).toMatchObject({ status: 0, code: 'NETWORK_ERROR' })
+      expect(retries.map((r) => r.error.code)).toEqual(['NETWORK_ERROR'])
+      expect(await c.invoke(ID, { x: 2 })).toMatchObject({
+        renderedContent: 'Fallback 2',
+        source: 'fallback',
+      })
+    })
+
+    it('take a 200 whose body is not JSON (a proxy page) for a bad gateway, not a SyntaxError', async () => {
+      fake.handler = () => ({ raw: '<html>sign in to the wifi</html>' })
+      const c = client({ retries: 1, fallbackTemplates: { [ID]: 'Fallback' } })
+      const err = await c.api.listOrganizations().catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(PromptServiceError)
+      expect(err).toMatchObject({ status: 502, code: 'SERVICE_UNAVAILABLE', requestId: 'req-1' })
+      expect(fake.seen).toHaveLength(2)
+      expect(await c.invoke(ID)).toMatchObject({ renderedContent: 'Fallback', source: 'fallback' })
+    })
   })
 
   describe('an expired user token', () => {
@@ -327,6 +389,20 @@ describe('PromptClient against a fake gateway', () => {
           : { body: rendered('ok') }
       await client().api.invokePrompt({ params: { id: ID } })
       expect(sleeps).toEqual([3_000])
+    })
+
+    it('ignore a Retry-After that is neither delta-seconds nor an HTTP-date: the backoff applies', async () => {
+      for (const value of ['1.5', '-1', '1e3', 'soon']) {
+        let n = 0
+        sleeps = []
+        fake.handler = () =>
+          ++n === 1
+            ? { status: 503, headers: { 'retry-after': value }, body: error('SERVICE_UNAVAILABLE') }
+            : { body: rendered('ok') }
+        await client().api.invokePrompt({ params: { id: ID } })
+        // The first step of 250 ms with random() = 0.5: 3/4 of it.
+        expect(sleeps, value).toEqual([188])
+      }
     })
 
     it('do not retry early when Retry-After is beyond the cap: the error says how long to wait', async () => {
@@ -460,6 +536,81 @@ describe('PromptClient against a fake gateway', () => {
       base = await fake.start()
     })
 
+    it('keys variables by the JSON sent: two dates are two entries', async () => {
+      let n = 0
+      fake.handler = () => ({ body: rendered(`render ${++n}`) })
+      const c = client()
+      const first = await c.invoke(ID, { when: new Date('2020-01-01T00:00:00Z') })
+      const second = await c.invoke(ID, { when: new Date('2031-06-06T00:00:00Z') })
+      expect([first.source, second.source]).toEqual(['network', 'network'])
+      expect(second.renderedContent).toBe('render 2')
+      expect(fake.seen[1]?.body).toEqual({ variables: { when: '2031-06-06T00:00:00.000Z' } })
+      expect(await c.invoke(ID, { when: '2020-01-01T00:00:00.000Z' })).toMatchObject({
+        renderedContent: 'render 1',
+        source: 'cache',
+      })
+    })
+
+    it('does not end a background refresh when the first caller aborts its own signal', async () => {
+      let n = 0
+      fake.handler = () => ({ body: rendered(`render ${++n}`) })
+      const c = client()
+      await c.invoke(ID)
+      now += 1_500
+      const scope = new AbortController()
+      expect(await c.invoke(ID, {}, { signal: scope.signal })).toMatchObject({ source: 'stale' })
+      // Done with the request: the caller's scope ends while the refresh is in flight.
+      scope.abort()
+      await c.settled()
+      expect(backgroundErrors).toEqual([])
+      expect(await c.invoke(ID)).toMatchObject({ renderedContent: 'render 2', source: 'cache' })
+    })
+
+    it('does not store what a refresh or a load in flight answers when this client writes meanwhile', async () => {
+      let content = 'v1'
+      let gate: Promise<void> | undefined
+      let open = () => {}
+      fake.handler = (req) => {
+        if (req.url.endsWith('/publish')) {
+          content = 'v2'
+          return { status: 201, body: { data: { version: 2 } } }
+        }
+        // The service reads the version when the request arrives, and answers later.
+        return { body: rendered(content), ...(gate ? { wait: gate } : {}) }
+      }
+      const hold = () => {
+        gate = new Promise<void>((resolve) => {
+          open = resolve
+        })
+      }
+      const c = client()
+      await c.invoke(ID)
+      now += 1_500
+      hold()
+      expect(await c.invoke(ID)).toMatchObject({ renderedContent: 'v1', source: 'stale' })
+      await vi.waitFor(() => expect(fake.hits('/invoke')).toBe(2))
+      gate = undefined
+      await c.api.publishPrompt({ params: { id: ID }, body: {} })
+      open()
+      await c.settled()
+      expect(await c.invoke(ID)).toMatchObject({ renderedContent: 'v2', source: 'network' })
+
+      // A miss: the load that began before the write answers its caller, and is not kept.
+      content = 'v1'
+      c.invalidate()
+      hold()
+      const loading = c.getPrompt(ID)
+      const before = c.invoke(ID, { a: 1 })
+      await vi.waitFor(() => expect(fake.hits('/invoke')).toBe(4))
+      gate = undefined
+      await c.api.publishPrompt({ params: { id: ID }, body: {} })
+      open()
+      expect(await before).toMatchObject({ renderedContent: 'v1', source: 'network' })
+      await loading
+      expect(await c.invoke(ID, { a: 1 })).toMatchObject({ renderedContent: 'v2', source: 'network' })
+      expect((await c.getPrompt(ID)).source).toBe('network')
+    })
+
     it('caches fetched prompts too, and drops what it holds of a prompt this client changes', async () => {
       let n = 0
       fake.handler = (req) =>
@@ -508,6 +659,58 @@ describe('PromptClient against a fake gateway', () => {
         source: 'network',
       })
     })
+
+    it('remembers the slugs of at most cacheMaxEntries prompts', async () => {
+      fake.handler = (req) => {
+        const slug = /slug\/([^/]+)\//.exec(req.url)?.[1] ?? ''
+        return { body: { data: { ...rendered(slug).data, promptId: `${slug}-id` } } }
+      }
+      const c = client({ cacheMaxEntries: 2 })
+      for (const slug of ['a', 'b', 'c', 'a', 'd']) await c.invokeBySlug(slug)
+      const slugs = Reflect.get(c, 'slugs') as Map<string, Set<string>>
+      expect([...slugs.keys()]).toEqual(['a-id', 'd-id'])
+    })
+  })
+
+  describe('local rendering', () => {
+    const resolved = (extra: Record<string, unknown> = {}) => ({
+      data: {
+        promptId: ID,
+        organizationId: ORG,
+        versionId: VERSION_ID,
+        version: 1,
+        template: 'First {{x}}',
+        variables: [{ name: 'x', required: false }],
+        ...extra,
+      },
+    })
+
+    it('asks invoke, with the subject, for an environment under a split', async () => {
+      const split = {
+        id: '0123456789abcdef0123456c',
+        variants: [
+          { versionId: VERSION_ID, version: 1, weight: 50 },
+          { versionId: '0123456789abcdef0123456d', version: 2, weight: 50 },
+        ],
+      }
+      fake.handler = (req) =>
+        req.method === 'GET' ? { body: resolved({ split }) } : { body: rendered('Second 1', 2) }
+      const c = client()
+      expect((await c.getRenderable(ID, { env: 'production' })).split).toEqual(split)
+      const out = await c.renderLocally(ID, { x: 1 }, { env: 'production', subject: 'user-7' })
+      expect(out).toMatchObject({ renderedContent: 'Second 1', version: 2, source: 'network' })
+      expect(fake.seen.at(-1)).toMatchObject({
+        method: 'POST',
+        url: `/api/v1/prompts/${ID}/invoke?env=production`,
+        body: { variables: { x: 1 }, subject: 'user-7' },
+      })
+
+      // Without a split it renders here.
+      fake.handler = () => ({ body: resolved() })
+      const plain = await c.renderLocally(ID, { x: 1 })
+      expect(plain).toMatchObject({ renderedContent: 'First 1', source: 'network' })
+      expect(fake.seen.at(-1)?.method).toBe('GET')
+    })
   })
 
   describe('fallback templates', () => {
@@ -544,5 +747,38 @@ describe('PromptClient against a fake gateway', () => {
       fake.handler = () => ({ status: 403, body: error('INSUFFICIENT_SCOPE') })
       await expect(c.invoke(ID, { name: 'Bo' })).rejects.toMatchObject({ code: 'INSUFFICIENT_SCOPE' })
     })
+  })
+})
+
+describe('cache keys and Retry-After', () => {
+  it('key on the JSON a request sends', () => {
+    class Money {
+      readonly cents: number
+      constructor(cents: number) {
+        this.cents = cents
+      }
+      toJSON() {
+        return `$${this.cents / 100}`
+      }
+    }
+    expect(stableKey({ w: new Date(1) })).not.toBe(stableKey({ w: new Date(2) }))
+    expect(stableKey({ w: new Date(1) })).toBe(stableKey({ w: new Date(1).toISOString() }))
+    expect(stableKey({ m: new Money(1) })).not.toBe(stableKey({ m: new Money(2) }))
+    expect(stableKey({ n: Object(1) })).not.toBe(stableKey({ n: Object(2) }))
+    expect(stableKey({ b: 1, a: [1, { d: 1, c: undefined }] })).toBe('{"a":[1,{"d":1}],"b":1}')
+    expect(stableKey(undefined)).toBe('undefined')
+  })
+
+  it('read Retry-After as a non-negative integer of seconds or an HTTP-date, nothing else', () => {
+    const now = Date.UTC(2026, 0, 1)
+    expect(parseRetryAfter('2', now)).toBe(2_000)
+    expect(parseRetryAfter('0', now)).toBe(0)
+    for (const bad of ['1.5', '-1', '2.0', '1e3', '', 'soon', 'Thu, 1 Jan 2026 00:00:05 GMT'])
+      expect(parseRetryAfter(bad, now), bad).toBeUndefined()
+    expect(parseRetryAfter('Thu, 01 Jan 2026 00:00:05 GMT', now)).toBe(5_000)
+    // The two obsolete forms a recipient must accept too (RFC 9110 section 5.6.7).
+    expect(parseRetryAfter('Thursday, 01-Jan-26 00:00:07 GMT', now)).toBe(7_000)
+    expect(parseRetryAfter('Thu Jan  1 00:00:09 2026', now)).toBe(9_000)
+    expect(parseRetryAfter('Wed, 31 Dec 2025 00:00:00 GMT', now)).toBe(0)
   })
 })

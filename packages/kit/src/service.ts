@@ -34,6 +34,9 @@ declare module 'fastify' {
   }
 }
 
+/** How long one readiness check may take before it counts as failed. */
+export const READINESS_CHECK_MS = 2_000
+
 export type ReadinessCheck = () => Promise<void> | void
 
 export interface ServiceOptions {
@@ -386,12 +389,25 @@ export function createService(opts: ServiceOptions): Service {
     const checks: Record<string, string> = {}
     let ok = true
     for (const [name, check] of Object.entries(opts.readiness ?? {})) {
+      // A check that hangs (a NATS connection that stopped reading never answers a flush) is a
+      // failed one: a probe gets its 503 instead of no answer at all.
+      let timer: NodeJS.Timeout | undefined
       try {
-        await check()
+        await Promise.race([
+          check(),
+          new Promise<never>((_resolve, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`no answer within ${READINESS_CHECK_MS} ms`)),
+              READINESS_CHECK_MS,
+            )
+          }),
+        ])
         checks[name] = 'ok'
       } catch (err) {
         ok = false
         checks[name] = (err as Error).message || 'failed'
+      } finally {
+        clearTimeout(timer)
       }
     }
     reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', checks })
