@@ -9,10 +9,61 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
-from typing import Any, Callable, Dict, Generic, Optional, Tuple, TypeVar
+import time
+from collections import OrderedDict, deque
+from typing import Any, Callable, Deque, Dict, Generic, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
+
+#: Background refreshes that run at once per client; the others wait their turn.
+DEFAULT_REFRESH_WORKERS = 4
+
+
+class RefreshPool:
+    """At most ``max_workers`` daemon threads run the queued refreshes, and end when the queue
+    is empty: a burst of stale keys queues work instead of starting a thread each. (Not
+    ``ThreadPoolExecutor``: its threads hold the interpreter's exit until the queue is done.)"""
+
+    def __init__(self, max_workers: int = DEFAULT_REFRESH_WORKERS) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self._max_workers = max_workers
+        self._queue: Deque[Callable[[], None]] = deque()
+        self._workers = 0
+        self._lock = threading.Lock()
+
+    def submit(self, work: Callable[[], None]) -> None:
+        with self._lock:
+            self._queue.append(work)
+            if self._workers >= self._max_workers:
+                return
+            self._workers += 1
+        threading.Thread(target=self._work, name="prompt-service-refresh", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._workers -= 1
+                    return
+                work = self._queue.popleft()
+            try:
+                work()
+            except BaseException:  # noqa: BLE001 - a refresh reports its own failures
+                pass
+
+
+class Refresh:
+    """One refresh of a key, queued or running: ``join`` waits for it."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        self._done.wait(timeout)
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
 
 
 class TtlCache(Generic[T]):
@@ -22,13 +73,15 @@ class TtlCache(Generic[T]):
         max_stale: Optional[float],
         max_entries: int,
         now: Callable[[], float],
+        pool: Optional[RefreshPool] = None,
     ) -> None:
         self._ttl = ttl
         self._max_stale = max_stale
         self._max_entries = max_entries
         self._now = now
         self._entries: "OrderedDict[str, Tuple[T, float]]" = OrderedDict()
-        self._refreshing: Dict[str, threading.Thread] = {}
+        self._pool = pool or RefreshPool()
+        self._refreshing: Dict[str, Refresh] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -68,35 +121,41 @@ class TtlCache(Generic[T]):
             for key in [k for k in self._entries if k.startswith(prefix)]:
                 del self._entries[key]
 
-    def revalidate(self, key: str, refresh: Callable[[], None]) -> threading.Thread:
-        """Runs ``refresh`` in a background thread unless one already runs for ``key``."""
+    def revalidate(self, key: str, refresh: Callable[[], None], *, wait: bool = False) -> Refresh:
+        """Runs ``refresh`` in the background pool unless one is already queued or running for
+        ``key``; with ``wait``, in this thread (the caller waits for it anyway)."""
         with self._lock:
             running = self._refreshing.get(key)
             if running is not None:
                 return running
+            handle = Refresh()
+            self._refreshing[key] = handle
 
-            def run() -> None:
-                try:
-                    refresh()
-                finally:
-                    with self._lock:
-                        self._refreshing.pop(key, None)
+        def run() -> None:
+            try:
+                refresh()
+            finally:
+                with self._lock:
+                    self._refreshing.pop(key, None)
+                handle._done.set()  # noqa: SLF001 - same module
 
-            thread = threading.Thread(target=run, name=f"prompt-service-refresh", daemon=True)
-            self._refreshing[key] = thread
-            thread.start()
-            return thread
+        if wait:
+            run()
+        else:
+            self._pool.submit(run)
+        return handle
 
     def settled(self, timeout: Optional[float] = None) -> None:
-        """Waits for the background refreshes running now (tests, shutdown)."""
+        """Waits for the background refreshes queued or running now (tests, shutdown)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
-                threads = list(self._refreshing.values())
-            if not threads:
+                handles = list(self._refreshing.values())
+            if not handles:
                 return
-            for thread in threads:
-                thread.join(timeout)
-            if timeout is not None:
+            for handle in handles:
+                handle.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if deadline is not None and time.monotonic() >= deadline:
                 return
 
 

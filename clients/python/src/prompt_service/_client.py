@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
-from ._cache import TtlCache, stable_key
+from ._cache import RefreshPool, TtlCache, stable_key
 from ._errors import PromptServiceError
-from ._template import DEFAULT_MAX_OUTPUT_BYTES, Renderable, render
+from ._template import DEFAULT_MAX_OUTPUT_BYTES, Renderable, render, sync_variables
 from ._transport import RetryInfo, RetryOptions, Route, Transport, default_random, default_sleep
 
 __all__ = ["PromptClient", "RenderedPrompt", "RenderablePrompt", "FetchedPrompt", "FallbackTemplate", "Clock"]
@@ -40,8 +40,8 @@ class FallbackTemplate:
     """A template rendered locally when the service cannot be reached and nothing is cached."""
 
     template: str
-    #: Declared variables (``{"name", "required", "defaultValue"}``). Without them every
-    #: placeholder is optional.
+    #: Declared variables (``{"name", "required", "defaultValue"}``); as at the service, a
+    #: placeholder not declared is then required. Without them every placeholder is optional.
     variables: Optional[Sequence[Mapping[str, Any]]] = None
 
 
@@ -159,9 +159,10 @@ class PromptClient:
         max_output_bytes: the render service's ``RENDER_MAX_OUTPUT_BYTES`` (1 MiB, its default): a
             local rendering past it is refused with 422 ``RENDER_TOO_LARGE``, as invoke would be.
         retries: a number of retries, or ``RetryOptions`` (3).
-        timeout: seconds per attempt (10).
+        timeout: seconds per attempt, the whole exchange: connecting, redirects, the answer (10).
         on_retry: called before each retry with a ``RetryInfo``.
         on_background_error: a background refresh failed (the stale value keeps being served).
+            Background refreshes run on a small pool of threads (4) shared by the client's caches.
     """
 
     def __init__(
@@ -208,11 +209,14 @@ class PromptClient:
             on_retry=on_retry,
             user_agent=user_agent,
         )
-        self._rendered: TtlCache[Dict[str, Any]] = TtlCache(cache_ttl, max_stale, cache_max_entries, clock.now)
-        self._prompts: TtlCache[Dict[str, Any]] = TtlCache(cache_ttl, max_stale, cache_max_entries, clock.now)
+        # One small pool for the background refreshes of all three caches: a burst of stale
+        # keys queues there rather than starting a thread per key.
+        pool = RefreshPool()
+        self._rendered: TtlCache[Dict[str, Any]] = TtlCache(cache_ttl, max_stale, cache_max_entries, clock.now, pool)
+        self._prompts: TtlCache[Dict[str, Any]] = TtlCache(cache_ttl, max_stale, cache_max_entries, clock.now, pool)
         # What get_renderable fetched, with its parsed form: (the service's answer, Renderable).
         self._resolved: TtlCache[Tuple[Dict[str, Any], Renderable]] = TtlCache(
-            cache_ttl, max_stale, cache_max_entries, clock.now
+            cache_ttl, max_stale, cache_max_entries, clock.now, pool
         )
         self._fallbacks: Dict[str, FallbackTemplate] = {
             key: value if isinstance(value, FallbackTemplate) else FallbackTemplate(value)
@@ -336,7 +340,7 @@ class PromptClient:
             fallback = self._fallbacks.get(name)
             if fallback is None or not error.is_unavailable:
                 raise
-            text, missing = render(fallback.template, fallback.variables, values, self._max_output_bytes)
+            text, missing = render(fallback.template, _fallback_variables(fallback), values, self._max_output_bytes)
             if missing:
                 raise PromptServiceError(
                     400,
@@ -448,8 +452,7 @@ class PromptClient:
             fallback = self._fallbacks.get(name)
             if fallback is None or not error.is_unavailable:
                 raise
-            # Without declared variables every placeholder is optional.
-            declared = [dict(v) for v in fallback.variables or []]
+            declared = _fallback_variables(fallback)
             local = Renderable(fallback.template, declared, max_output_bytes=self._max_output_bytes)
             return RenderablePrompt(name, None, None, fallback.template, declared, None, None, "fallback", local)
         return RenderablePrompt(
@@ -625,7 +628,7 @@ class PromptClient:
             if self._stale_while_revalidate:
                 cache.revalidate(key, refresh)
                 return value, "stale"
-            cache.revalidate(key, refresh).join()
+            cache.revalidate(key, refresh, wait=True).join()
             if failure:
                 error = failure[0]
                 if isinstance(error, PromptServiceError) and error.is_unavailable:
@@ -637,6 +640,15 @@ class PromptClient:
         loaded = load()
         cache.set(key, loaded)
         return loaded, "network"
+
+
+def _fallback_variables(fallback: FallbackTemplate) -> List[Dict[str, Any]]:
+    """A fallback's variables as the service would hold them (syncVariables: an undeclared
+    placeholder is required); without declared variables every placeholder is optional."""
+    synced = sync_variables(fallback.template, fallback.variables or [])
+    if fallback.variables is None:
+        return [{**v, "required": False} for v in synced]
+    return synced
 
 
 def _slug_prefix(slug: str) -> str:

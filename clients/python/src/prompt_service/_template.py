@@ -88,25 +88,56 @@ def placeholders(template: str) -> List[str]:
 
 
 def _js_number(value: float) -> str:
-    """A float as JavaScript's ``String(n)`` writes it (shortest round trip, JS's exponent rules)."""
+    """A double as JavaScript's ``Number#toString`` writes it: the shortest digits that round
+    trip (``repr``'s, the same digits), placed by ECMA-262's rules (Number::toString)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    mantissa, _, exponent = text.partition("e")
-    if not exponent:
-        return text
-    power = int(exponent)
-    if -7 < power < 21:
-        return format(Decimal(text), "f")
+    if value == 0:
+        return "0"  # -0 too
+    if value < 0:
+        return "-" + _js_number(-value)
+    _sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0")
+    exponent = int(exponent) + len(digit_tuple) - len(digits)
+    k = len(digits)
+    n = k + exponent  # the value is 0.digits × 10^n
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return f"{digits[:n]}.{digits[n:]}"
+    if -6 < n <= 0:
+        return f"0.{'0' * -n}{digits}"
+    power = n - 1
+    mantissa = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
     return f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
 
 
+def _as_double(value: int) -> float:
+    """A JSON integer as JavaScript holds it: a double (rounded past 2^53, infinite past ~1.8e308)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+# A lone surrogate (a JSON escape the text carried): JSON.stringify writes it as \udxxx.
+_LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+
+
+def _json_string(text: str) -> str:
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
+
+
+def _array_index(key: str) -> bool:
+    # An array index (a canonical integer below 2^32 - 1): JavaScript lists such keys first.
+    return key.isdigit() and key.isascii() and (key == "0" or key[0] != "0") and int(key) < 2**32 - 1
+
+
 def _to_json(value: Any) -> str:
-    """``JSON.stringify`` of a JSON value: no spaces, numbers as JavaScript writes them."""
+    """``JSON.stringify`` of a JSON value: no spaces, numbers as JavaScript writes them, an
+    object's keys in JavaScript's order (array indices ascending, then the rest as inserted)."""
     if value is None:
         return "null"
     if value is True:
@@ -114,16 +145,20 @@ def _to_json(value: Any) -> str:
     if value is False:
         return "false"
     if isinstance(value, int):
-        return str(value)
+        value = _as_double(value)
     if isinstance(value, float):
         return _js_number(value) if math.isfinite(value) else "null"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _json_string(value)
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_to_json(v)}" for k, v in value.items()) + "}"
+        keys = [str(k) for k in value]
+        indices = sorted((k for k in keys if _array_index(k)), key=int)
+        ordered = indices + [k for k in keys if not _array_index(k)]
+        items = {str(k): v for k, v in value.items()}
+        return "{" + ",".join(f"{_json_string(k)}:{_to_json(items[k])}" for k in ordered) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_to_json(v) for v in value) + "]"
-    return json.dumps(str(value), ensure_ascii=False)
+    return _json_string(str(value))
 
 
 def format_value(value: Any) -> str:
@@ -135,7 +170,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        return _js_number(_as_double(value))
     if isinstance(value, float):
         return _js_number(value)
     return _to_json(value)
@@ -467,7 +502,8 @@ def _render_logic(
     values: Mapping[str, Any],
     max_bytes: int,
     max_steps: int = DEFAULT_MAX_STEPS,
-) -> str:
+) -> Tuple[str, int]:
+    """The rendering and the steps it took (a chat rendering shares one budget over its messages)."""
     out: List[str] = []
     size = 0
     steps = 0
@@ -540,7 +576,7 @@ def _render_logic(
             # "include" never reaches here: such a version is refused before rendering.
 
     walk(nodes)
-    return "".join(out)
+    return "".join(out), steps
 
 
 def render(
@@ -558,6 +594,51 @@ def render(
     """
     local = Renderable(template, variables, max_output_bytes=max_output_bytes)
     return local.text(values), _missing(local._declared, values)  # noqa: SLF001 - same module
+
+
+def variable_names(template: str) -> List[str]:
+    """Root variable names a template uses (placeholders and block operands) in order of first
+    appearance: the logic grammar's when it has logic, the flat scanner's otherwise."""
+    nodes, _keys = _logic_of(template)
+    if nodes is None:
+        return placeholders(template)
+    seen: Dict[str, None] = {}
+
+    def walk(children: List[Node]) -> None:
+        for node in children:
+            if node[0] == "var":
+                seen.setdefault(node[1], None)
+            elif node[0] == "if":
+                if node[2][0] == "var":
+                    seen.setdefault(node[2][1], None)
+                walk(node[3])
+                walk(node[4])
+            elif node[0] == "each":
+                if node[1][0] == "var":
+                    seen.setdefault(node[1][1], None)
+                walk(node[2])
+                walk(node[3])
+
+    walk(nodes)
+    return list(seen)
+
+
+def sync_variables(template: str, declared: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The service's ``syncVariables``: the declared variables (required unless they say
+    otherwise; the first of a name wins), then the template's undeclared names, required."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for given in declared:
+        name = str(given["name"])
+        if name in out:
+            continue
+        variable: Dict[str, Any] = {"name": name, "required": given.get("required", True) is not False}
+        for extra in ("description", "defaultValue"):
+            if given.get(extra) is not None:
+                variable[extra] = given[extra]
+        out[name] = variable
+    for name in variable_names(template):
+        out.setdefault(name, {"name": name, "required": True})
+    return list(out.values())
 
 
 def _message_list(value: Any) -> Optional[List[Dict[str, str]]]:
@@ -595,9 +676,11 @@ class Renderable:
         messages: Optional[Sequence[Mapping[str, Any]]] = None,
         *,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         self._declared = _declared(variables)
         self._max = max_output_bytes
+        self._max_steps = max_steps
         # A message is (role, compiled content, its logic or None); a placeholder is its name.
         self._chat: Optional[List[Union[Tuple[str, Compiled, Optional[List[Node]]], str]]] = None
         self._logic: Optional[List[Node]] = None
@@ -631,7 +714,7 @@ class Renderable:
         """A text prompt's rendering, without the required-variable check."""
         self._refuse_references()
         if self._logic is not None:
-            return _render_logic(self._logic, self._declared, values, self._max)
+            return _render_logic(self._logic, self._declared, values, self._max, self._max_steps)[0]
         return _fill(self._compiled, self._declared, values, self._max)
 
     def render(self, values: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
@@ -647,6 +730,8 @@ class Renderable:
         messages: List[Dict[str, str]] = []
         invalid: List[str] = []
         size = 0
+        # One budget of steps for the whole rendering, as the service's renderChat.
+        steps_left = self._max_steps
 
         def grow(entry: Dict[str, str]) -> None:
             nonlocal size
@@ -659,11 +744,11 @@ class Renderable:
         for entry in self._chat:
             if isinstance(entry, tuple):
                 role, compiled, logic = entry
-                content = (
-                    _render_logic(logic, self._declared, values, self._max)
-                    if logic is not None
-                    else _fill(compiled, self._declared, values, self._max)
-                )
+                if logic is not None:
+                    content, steps = _render_logic(logic, self._declared, values, self._max, steps_left)
+                    steps_left -= steps
+                else:
+                    content = _fill(compiled, self._declared, values, self._max)
                 grow({"role": role, "content": content})
                 continue
             if entry not in values:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import email.utils
+import http.client
 import json
 import random
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._errors import PromptServiceError, code_for_status
 
@@ -153,39 +155,56 @@ class Transport:
     def _once(self, route: Route, url: str, headers: Dict[str, str], data: Optional[bytes]) -> Any:
         request = urllib.request.Request(url, data=data, headers=headers, method=route.method)
         where = f"{route.method} {url.split('?', 1)[0]}"
+        # One deadline for the whole attempt (connect, redirects, headers, body): the socket's
+        # timeout alone is per operation, and a server trickling a byte now and then would hold
+        # the call for ever. At the deadline the watchdog shuts the connection down.
+        attempt = _Attempt(self._timeout)
+        opener = urllib.request.build_opener(
+            _SameOriginAuthRedirect(), _HttpHandler(attempt), _HttpsHandler(attempt)
+        )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                status = response.status
-                text = response.read().decode("utf-8")
-        except urllib.error.HTTPError as http_error:
-            with http_error:
-                raw = http_error.read().decode("utf-8", errors="replace")
-                raise self._error(route, http_error.code, http_error.headers, raw) from None
-        except (socket.timeout, TimeoutError) as timeout_error:
-            raise PromptServiceError(
-                0,
-                "TIMEOUT",
-                f"{route.operation}: no answer from {where} within {self._timeout} s",
-                operation=route.operation,
-            ) from timeout_error
-        except (urllib.error.URLError, OSError) as network_error:
-            reason = getattr(network_error, "reason", network_error)
-            if isinstance(reason, (socket.timeout, TimeoutError)):
+            try:
+                with opener.open(request, timeout=self._timeout) as response:
+                    status = response.status
+                    raw_body = response.read()
+            except urllib.error.HTTPError as http_error:
+                with http_error:
+                    try:
+                        raw = http_error.read().decode("utf-8", errors="replace")
+                    except (OSError, http.client.HTTPException):
+                        raw = ""  # as the TypeScript client: the status still says what happened
+                    raise self._error(route, http_error.code, http_error.headers, raw) from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as network_error:
+                # HTTPException: a body cut short (IncompleteRead), a status line that is not HTTP.
+                reason = getattr(network_error, "reason", network_error)
+                if attempt.expired or isinstance(reason, (socket.timeout, TimeoutError)):
+                    raise PromptServiceError(
+                        0,
+                        "TIMEOUT",
+                        f"{route.operation}: no answer from {where} within {self._timeout} s",
+                        operation=route.operation,
+                    ) from network_error
                 raise PromptServiceError(
                     0,
-                    "TIMEOUT",
-                    f"{route.operation}: no answer from {where} within {self._timeout} s",
+                    "NETWORK_ERROR",
+                    f"{route.operation}: the service cannot be reached at {where} ({reason})",
                     operation=route.operation,
                 ) from network_error
+        finally:
+            attempt.close()
+        if status == 204 or not raw_body:
+            return None
+        try:
+            parsed = json.loads(raw_body.decode("utf-8"))
+        except ValueError as bad_answer:
+            # A 2xx that is not JSON is not the service's answer (a captive portal, a proxy's
+            # page): no usable answer, as when it cannot be reached (retried, fallback, stale).
             raise PromptServiceError(
                 0,
                 "NETWORK_ERROR",
-                f"{route.operation}: the service cannot be reached at {where} ({reason})",
+                f"{route.operation}: the answer from {where} (HTTP {status}) is not JSON",
                 operation=route.operation,
-            ) from network_error
-        if status == 204 or not text:
-            return None
-        parsed = json.loads(text)
+            ) from bad_answer
         return parsed.get("data") if isinstance(parsed, dict) else parsed
 
     def _error(self, route: Route, status: int, headers: Any, raw: str) -> PromptServiceError:
@@ -206,6 +225,116 @@ class Transport:
             retry_after=parse_retry_after(headers.get("retry-after"), self._wall_clock()),
             operation=route.operation,
         )
+
+
+class _Attempt:
+    """One attempt's deadline: a timer shuts its connections down when it passes."""
+
+    def __init__(self, timeout: float) -> None:
+        self.expired = False
+        self._sockets: List[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(timeout, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def register(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.expired
+        if expired:
+            _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def close(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    # socket.socket's own shutdown, also for an SSLSocket (its override drops the TLS state
+    # under the reading thread's feet): the blocked read returns at once.
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _HttpConnection(http.client.HTTPConnection):
+    attempt: Optional[_Attempt] = None
+
+    def connect(self) -> None:
+        super().connect()
+        if self.attempt is not None:
+            self.attempt.register(self.sock)
+
+
+class _HttpsConnection(http.client.HTTPSConnection):
+    attempt: Optional[_Attempt] = None
+
+    def connect(self) -> None:
+        # After the TLS handshake (bounded by the socket's timeout): the socket to shut is the TLS one.
+        super().connect()
+        if self.attempt is not None:
+            self.attempt.register(self.sock)
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, attempt: _Attempt) -> None:
+        super().__init__()
+        self._attempt = attempt
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        def connection(host: str, **options: Any) -> http.client.HTTPConnection:
+            conn = _HttpConnection(host, **options)
+            conn.attempt = self._attempt
+            return conn
+
+        return self.do_open(connection, req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, attempt: _Attempt) -> None:
+        super().__init__()
+        self._attempt = attempt
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        def connection(host: str, **options: Any) -> http.client.HTTPSConnection:
+            conn = _HttpsConnection(host, **options)
+            conn.attempt = self._attempt
+            return conn
+
+        # No context: http.client's default one, as urllib's own handler without one.
+        return self.do_open(connection, req)
+
+
+class _SameOriginAuthRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows redirects, but the credential goes to the origin it was given for only: urllib
+    copies every header to the new address, where fetch (the TypeScript client) drops
+    Authorization once the origin changes."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> Optional[urllib.request.Request]:
+        if urllib.parse.urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            # urllib would follow one to ftp: as fetch, a redirect goes to HTTP(S) only.
+            raise urllib.error.URLError(f"a redirect to {newurl.split('?', 1)[0]}, not an HTTP(S) address")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+            new.unredirected_hdrs.pop("Authorization", None)
+        return new
+
+
+def _origin(url: str) -> Tuple[str, str, int]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
 def default_sleep(seconds: float) -> None:
