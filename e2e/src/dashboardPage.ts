@@ -208,3 +208,19 @@ export function checkPage(page: Page, name: string, opts: ShotOptions = {}): Pro
 export async function failureShot(page: Page | undefined, file: string, dir: string = SHOTS): Promise<void> {
   await page?.screenshot({ path: join(dir, file), fullPage: true }).catch(() => {})
 }
+
+/**
+ * Fails if the page is wider than the viewport at either width (WIDTHS): a long name without
+ * spaces, say, that pushes the page sideways on a phone. Back to the first width after.
+ */
+export async function expectNoOverflow(page: Page, name: string): Promise<void> {
+  for (const size of WIDTHS) {
+    await page.setViewportSize(size)
+    await page.evaluate(
+      'new Promise((r) => { requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 500) })',
+    )
+    const width = await page.evaluate('document.documentElement.scrollWidth')
+    expect(width, `${name}@${size.width}: the page is ${width} px wide`).toBeLessThanOrEqual(size.width)
+  }
+  if (WIDTHS[0]) await page.setViewportSize(WIDTHS[0])
+}

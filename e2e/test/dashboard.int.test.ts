@@ -7,6 +7,7 @@ import {
   CONTEXT,
   checkPage,
   type DashboardService,
+  expectNoOverflow,
   failureShot,
   launchChromium,
   prepareDashboard,
@@ -237,6 +238,27 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     await saveAndPublish.getByRole('button', { name: 'Save and publish' }).click()
     await expect.poll(() => page.getByText('Version 2 published.').isVisible()).toBe(true)
 
+    // ---- a link followed while a save is under way asks; once the save is done, it goes on
+    let releaseSave = () => {}
+    const saveHeld = new Promise<void>((resolve) => {
+      releaseSave = resolve
+    })
+    await page.route(
+      (url) => /\/api\/v1\/prompts\/[0-9a-f]{24}$/.test(url.pathname),
+      async (route) => {
+        if (route.request().method() === 'PATCH') await saveHeld
+        await route.fallback()
+      },
+    )
+    await typeInTemplate('\nBye.')
+    await page.getByRole('button', { name: 'Save draft' }).click()
+    await page.getByRole('link', { name: 'History' }).click()
+    await expect.poll(() => leave.isVisible()).toBe(true)
+    releaseSave()
+    await page.waitForURL(/\/history$/)
+    await expect.poll(() => leave.isVisible()).toBe(false)
+    await page.unrouteAll()
+
     // ---- history: both versions, the side-by-side diff of 1 → 2
     await page.getByRole('link', { name: 'History' }).click()
     await page.waitForURL(/\/history$/)
@@ -419,6 +441,44 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     await switcher.selectOption({ label: 'Acme' })
     await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
 
+    // ---- a name of 200 characters without a space wraps: no page is wider than the screen
+    const longName = `Quarterly${'_report'.repeat(27)}`.slice(0, 200)
+    const long = await fetch(`${base}/api/v1/prompts`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${own.accessToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: longName, template: 'Hi' }),
+    })
+    expect(long.status).toBe(201)
+    await page.getByRole('link', { name: 'Prompts', exact: true }).first().click()
+    // A search of its own: the list shown a moment ago is still fresh in the page's cache.
+    await page.getByLabel('Search').fill('Quarterly')
+    await expect.poll(() => page.getByRole('link', { name: longName }).isVisible()).toBe(true)
+    await expectNoOverflow(page, 'prompts-long-name')
+    await page.getByRole('link', { name: longName }).click()
+    await expect.poll(() => page.getByRole('heading', { name: longName }).isVisible()).toBe(true)
+    await expectNoOverflow(page, 'editor-long-name')
+    await check('editor-long-name')
+
+    // ---- a page whose file cannot be fetched (renamed by a redeploy under an open tab): a
+    // message and a reload, inside the frame
+    await page.route('**/assets/Playground-*', (route) => route.fulfill({ status: 404, body: '' }))
+    await page.getByRole('link', { name: 'Playground' }).click()
+    await expect
+      .poll(() => page.getByRole('heading', { name: 'This page could not be loaded' }).isVisible())
+      .toBe(true)
+    expect(await page.getByText('The dashboard was updated since this tab opened').isVisible()).toBe(true)
+    expect(await page.getByRole('button', { name: 'Reload' }).isVisible()).toBe(true)
+    expect(await page.getByRole('navigation', { name: 'Main' }).isVisible()).toBe(true)
+    expect(await page.getByText('Unexpected Application Error').count()).toBe(0)
+    await check('chunk-error')
+    await page.unrouteAll()
+    // The 404s are this step's own (as many as the browser asked for: the preload and the import).
+    for (let i = errors.problems.length - 1; i >= 0; i--) {
+      if (/\/assets\/Playground-/.test(errors.problems[i] ?? '')) errors.problems.splice(i, 1)
+    }
+    await page.getByRole('link', { name: 'Prompts', exact: true }).first().click()
+    await expect.poll(() => page.getByRole('link', { name: 'Welcome message' }).isVisible()).toBe(true)
+
     // ---- the access token was renewed silently while the journey ran (not only by page loads)
     expect(silentRefreshes).toBeGreaterThan(0)
     expect(refreshes.length).toBeGreaterThan(2)
@@ -447,7 +507,7 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     await page.goto(`${promptUrl}`)
     await page.waitForURL(/\/sign-in\?next=/)
 
-    expect(checked).toHaveLength(13)
+    expect(checked).toHaveLength(15)
     expect(errors.report()).toEqual([])
   })
 })

@@ -139,3 +139,12 @@ export function isoToLocal(iso: string | undefined): string {
   const pad = (n: number) => String(n).padStart(2, '0')
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`
 }
+
+/**
+ * The environment card's line under a split: which version served the invoke it shows, once
+ * there is one (`version` undefined: nothing rendered yet, the variables waiting for values).
+ */
+export function splitServedBy(version: number | undefined): string {
+  const picks = 'Under a split each invoke picks a variant'
+  return version === undefined ? `${picks}.` : `${picks}; this one was served by version ${version}.`
+}

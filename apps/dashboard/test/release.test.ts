@@ -1,6 +1,7 @@
 import type { Split } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
 import {
+  splitServedBy,
   auditFilterProblems,
   auditFiltersFrom,
   auditFiltersToParams,
@@ -201,5 +202,14 @@ describe('the audit log filters', () => {
     expect(new Date(localToIso('2026-03-04T05:06', true)).getTime() - new Date(iso).getTime()).toBe(59_999)
     expect(localToIso('')).toBe('')
     expect(isoToLocal(undefined)).toBe('')
+  })
+})
+
+describe('splitServedBy', () => {
+  it('names the version once an invoke was rendered, and no placeholder before', () => {
+    expect(splitServedBy(2)).toBe(
+      'Under a split each invoke picks a variant; this one was served by version 2.',
+    )
+    expect(splitServedBy(undefined)).toBe('Under a split each invoke picks a variant.')
   })
 })

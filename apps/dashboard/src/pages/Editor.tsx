@@ -170,6 +170,11 @@ export function Editor() {
   const blocker = useBlocker(
     ({ currentLocation, nextLocation }) => dirty && currentLocation.pathname !== nextLocation.pathname,
   )
+  // A save that was under way when the link was followed has finished: nothing would be lost
+  // any more, so go where the user asked instead of asking.
+  useEffect(() => {
+    if (!dirty && blocker.state === 'blocked') blocker.proceed()
+  }, [dirty, blocker])
   useEffect(() => {
     if (!dirty) return
     const onBeforeUnload = (e: BeforeUnloadEvent) => e.preventDefault()

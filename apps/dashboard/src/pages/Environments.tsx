@@ -5,7 +5,7 @@ import { Link } from 'react-router'
 import { isPlaceholder, RenderedMessages } from '../chat.tsx'
 import { usePeople } from '../people.ts'
 import { keys, usePrompt, useVersions } from '../prompt.ts'
-import { describeTarget } from '../release.ts'
+import { describeTarget, splitServedBy } from '../release.ts'
 import { client, useOrganization, useSignedIn } from '../session.ts'
 import { Empty, ErrorBanner, Loading, When } from '../ui.tsx'
 import { listVariables, suppliedVariables, VariableFields } from '../variables.tsx'
@@ -200,12 +200,7 @@ function EnvironmentCard({
               <h3 className="small">
                 What <code>invoke?env={env}</code> returns
               </h3>
-              {pin?.split && (
-                <div className="hint">
-                  Under a split each invoke picks a variant; this one was served by version{' '}
-                  {rendered.data?.version ?? '…'}.
-                </div>
-              )}
+              {pin?.split && <div className="hint">{splitServedBy(rendered.data?.version)}</div>}
               {needed.length === 0 ? (
                 <div className="hint">With no variables: defaults apply.</div>
               ) : (

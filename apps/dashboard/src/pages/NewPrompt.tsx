@@ -8,6 +8,7 @@ import { ConfigEditor, parseConfig } from '../config.tsx'
 import { parseTags } from '../prompt.ts'
 import { client } from '../session.ts'
 import { ErrorBanner, Field } from '../ui.tsx'
+import { useMutateOnce } from '../once.ts'
 
 /** A new draft prompt: name, description, tags and a first template. */
 export function NewPrompt() {
@@ -43,9 +44,10 @@ export function NewPrompt() {
       navigate(`/prompts/${prompt._id}`)
     },
   })
+  const createOnce = useMutateOnce(create)
   const submit = (e: FormEvent) => {
     e.preventDefault()
-    create.mutate()
+    createOnce()
   }
   return (
     <>

@@ -5,6 +5,7 @@ import { useId, useState } from 'react'
 import { Link, useNavigate } from 'react-router'
 import { client, useSignedIn } from '../../session.ts'
 import { Empty, ErrorBanner, Field, Loading, Pager, When } from '../../ui.tsx'
+import { useMutateOnce } from '../../once.ts'
 
 /** The workspace's datasets, and a new one from a CSV or JSONL file. */
 export function Datasets() {
@@ -44,6 +45,7 @@ export function Datasets() {
       navigate(`/datasets/${dataset._id}`)
     },
   })
+  const createOnce = useMutateOnce(create)
   return (
     <>
       <div className="page-head">
@@ -60,7 +62,7 @@ export function Datasets() {
           className="inline-form"
           onSubmit={(e) => {
             e.preventDefault()
-            if (name.trim()) create.mutate()
+            if (name.trim()) createOnce()
           }}
         >
           <Field

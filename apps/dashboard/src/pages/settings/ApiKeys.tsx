@@ -14,6 +14,7 @@ import {
   When,
 } from '../../ui.tsx'
 import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
+import { useMutateOnce } from '../../once.ts'
 
 const SCOPE_HINTS: Record<Scope, string> = {
   'prompts:read': 'read prompts and versions, invoke, inject',
@@ -268,6 +269,7 @@ function CreateKey({ onCreated }: { onCreated: (created: CreatedApiKey) => void 
       onCreated(result)
     },
   })
+  const createOnce = useMutateOnce(create)
   const today = new Date().toISOString().slice(0, 10)
   return (
     <section className="panel" aria-labelledby="create-key-title">
@@ -275,7 +277,7 @@ function CreateKey({ onCreated }: { onCreated: (created: CreatedApiKey) => void 
       <form
         onSubmit={(e) => {
           e.preventDefault()
-          create.mutate()
+          createOnce()
         }}
       >
         <Field

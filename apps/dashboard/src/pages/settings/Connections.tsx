@@ -5,6 +5,7 @@ import { parseTags } from '../../lib.ts'
 import { client, useSignedIn } from '../../session.ts'
 import { ConfirmDialog, Dialog, Empty, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, useMyRole } from './common.tsx'
+import { useMutateOnce } from '../../once.ts'
 
 /** The query key of the organization's model provider connections. */
 const connectionsKey = (org: string | null) => ['connections', org] as const
@@ -117,13 +118,14 @@ function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void })
       onCreated(c)
     },
   })
+  const createOnce = useMutateOnce(create)
   return (
     <section className="panel" aria-labelledby="create-connection-title">
       <h2 id="create-connection-title">Add a connection</h2>
       <form
         onSubmit={(e) => {
           e.preventDefault()
-          create.mutate()
+          createOnce()
         }}
       >
         <div className="grid-2">

@@ -12,6 +12,7 @@ import { Link } from 'react-router'
 import { client, useSignedIn } from '../../session.ts'
 import { ConfirmDialog, Dialog, Empty, ErrorBanner, Field, Loading, When } from '../../ui.tsx'
 import { isManager, NotAllowed, SecretOnce, settingsKeys, useMyRole } from './common.tsx'
+import { useMutateOnce } from '../../once.ts'
 
 type EventType = (typeof EVENT_TYPES)[number]
 
@@ -136,13 +137,14 @@ function CreateWebhook({ onCreated }: { onCreated: (created: CreatedWebhook) => 
       onCreated(result)
     },
   })
+  const createOnce = useMutateOnce(create)
   return (
     <section className="panel" aria-labelledby="create-hook-title">
       <h2 id="create-hook-title">Add a webhook</h2>
       <form
         onSubmit={(e) => {
           e.preventDefault()
-          create.mutate()
+          createOnce()
         }}
       >
         <Field
