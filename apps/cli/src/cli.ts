@@ -115,7 +115,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const prog = io.prog ?? 'pm'
   const [command, ...rest] = argv
   if (!command || command === 'help' || command === '--help' || command === '-h') {
-    io.stdout.write(USAGE)
+    // Asked for: the help on stdout, exit 0; no command at all is a usage error: stderr, exit 2.
+    ;(command ? io.stdout : io.stderr).write(USAGE)
     return command ? 0 : 2
   }
   // Loaded on demand: `init` opens the identity store (and its drivers), the rest need only the client.

@@ -300,6 +300,28 @@ describe('pm (in process, against a fake gateway)', () => {
     expect(code).toBe(1)
     expect(err.text()).toContain(`error: NOT_FOUND: prompt ${ID} has no version 7 (its versions: 2, 1)`)
     expect(seen.some((s) => s.url.includes('/promote'))).toBe(false)
+
+    // The same for a split naming a version that does not exist (it was a usage error, exit 2).
+    const splitErr = capture()
+    const split = await run(['split', ID, 'production', '1=50', '9=50'], {
+      stdout: capture(),
+      stderr: splitErr,
+      env: env(),
+    })
+    expect(split).toBe(1)
+    expect(splitErr.text()).toContain(`error: NOT_FOUND: prompt ${ID} has no version 9 (its versions: 2, 1)`)
+    expect(seen.some((s) => s.url.includes('/promote'))).toBe(false)
+  })
+
+  it('no command at all: the usage on stderr (a pipe reading stdout gets nothing), exit 2', async () => {
+    const out = capture()
+    const err = capture()
+    expect(await run([], { stdout: out, stderr: err, env: env() })).toBe(2)
+    expect(out.text()).toBe('')
+    expect(err.text()).toContain('pm: operate a prompt service from the command line')
+    const help = capture()
+    expect(await run(['help'], { stdout: help, stderr: capture(), env: env() })).toBe(0)
+    expect(help.text()).toContain('pm: operate a prompt service from the command line')
   })
 
   it('an unreachable service: the error names the URL', async () => {
@@ -400,6 +422,8 @@ describe('pm (in process, against a fake gateway)', () => {
       ['keys', 'create', '--name', 'k', '--scopes', 'prompts:read', '--rate', 'fast'],
       ['prompts', 'list', '--limit', 'many'],
       ['init', '--email', 'a@b.co'],
+      // Checked before the upload (the import ran, then exit 2 said nothing was done).
+      ['import', join(dir, 'none.csv'), '--interval', '0'],
     ]
     for (const args of cases) {
       const err = capture()

@@ -40,6 +40,19 @@ function bodyId(fields: AccessFields, name: string): string | undefined {
 }
 
 /**
+ * What an API key may not do on a route whatever the request holds: a user-only route, a scope
+ * it lacks. Checked before the gateway reads a body too (app.ts), so a key is answered 403 for
+ * these, not 400 or 413 for a body it had no business sending.
+ */
+export function checkKeyAllowed(policy: RoutePolicy, key: ResolvedApiKey): void {
+  if (policy.auth === 'user')
+    throw new AppError('USER_TOKEN_REQUIRED', 'this operation needs a user access token')
+  if (policy.scope && !key.scopes.includes(policy.scope)) {
+    throw new AppError('INSUFFICIENT_SCOPE', `the API key lacks the ${policy.scope} scope`)
+  }
+}
+
+/**
  * Who the caller is and which workspace it acts in, decided from the route's policy, its
  * path parameters, the verified credential and the request's fields. No Fastify: every rule
  * of the gateway's access line is here, and test/access.test.ts holds it as a table.
@@ -59,12 +72,8 @@ export async function resolveCaller(
       workspaceIdInput(fields.queryOrganizationId, '/query/organizationId') ??
       bodyId(fields, 'organizationId')
     if (credential.kind === 'apiKey') {
-      if (policy.auth === 'user')
-        throw new AppError('USER_TOKEN_REQUIRED', 'this operation needs a user access token')
       const { key } = credential
-      if (policy.scope && !key.scopes.includes(policy.scope)) {
-        throw new AppError('INSUFFICIENT_SCOPE', `the API key lacks the ${policy.scope} scope`)
-      }
+      checkKeyAllowed(policy, key)
       await ports.limitApiKey?.(key)
       caller.kind = 'apiKey'
       caller.apiKeyId = key._id

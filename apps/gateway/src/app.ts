@@ -19,7 +19,7 @@ import {
 } from '@pm/kit'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
-import { resolveCaller } from './access.ts'
+import { checkKeyAllowed, resolveCaller } from './access.ts'
 import { Authenticator } from './auth.ts'
 import { peekBody } from './body.ts'
 import type { GatewayConfig } from './config.ts'
@@ -194,8 +194,6 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         throw new AppError('NOT_FOUND', `route ${request.method} ${path} not found`)
       return
     }
-    // Ids the gateway itself uses are checked before any internal call (issue 14, findings 1, 3).
-    checkParams(paramsChecks, match.policy.method, match.policy.url, match.params)
     request.policyMatch = match
   })
 
@@ -204,7 +202,11 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     const match = request.policyMatch
     if (!match) return
     const { policy, params } = match
+    // Ids the gateway itself uses are checked before any internal call (issue 14, findings 1, 3),
+    // and after the credential: a request without a good one is 401 whatever its path holds.
+    const check = () => checkParams(paramsChecks, policy.method, policy.url, params)
     if (policy.auth === 'public') {
+      check()
       await peekBody(request, policy, null)
       await limits.public(request, policy)
     }
@@ -214,8 +216,13 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
         : await keyGuard.run(request.ip, auth.needsLookup(request.headers.authorization), () =>
             auth.authenticate(request.headers.authorization, request.id),
           )
-    // The credential first: its kind decides whether the body must be read (body.ts).
-    if (credential) await peekBody(request, policy, credential.kind)
+    if (credential) {
+      check()
+      // What a key may not do here is refused before its body is read (403, not 400 or 413).
+      if (credential.kind === 'apiKey') checkKeyAllowed(policy, credential.key)
+      // The credential first: its kind decides whether the body must be read (body.ts).
+      await peekBody(request, policy, credential.kind)
+    }
     const caller = await resolveCaller(
       policy,
       params,

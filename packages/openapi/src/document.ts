@@ -151,6 +151,14 @@ const HEADERS: OpenApiDocument['components']['headers'] = {
   },
   'X-Service-Version': { description: 'The version number that was rendered.', schema: { type: 'string' } },
   'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer' } },
+  'X-Prompt-Revision': {
+    description: "The draft's revision when the file was made (an import's `expect`).",
+    schema: { type: 'string' },
+  },
+  'Content-Disposition': {
+    description: 'attachment, naming the file (`<slug>.<ext>`).',
+    schema: { type: 'string' },
+  },
   RateLimit: {
     description: 'Remaining quota of the current window (IETF httpapi RateLimit header draft).',
     schema: { type: 'string' },
@@ -201,7 +209,11 @@ function successResponse(route: RouteSpec): OpenApiResponse {
   const description =
     route.status === 204 ? 'Done; no content.' : route.status === 202 ? 'Accepted.' : 'Success.'
   if (route.produces === 'text/html' || route.produces === 'text/plain') {
-    return { description, headers, content: { [route.produces]: { schema: { type: 'string' } } } }
+    const content: Record<string, { schema: JsonSchema }> = {
+      [route.produces]: { schema: { type: 'string' } },
+    }
+    for (const type of route.producesAlso ?? []) content[type] = { schema: { type: 'object' } }
+    return { description, headers, content }
   }
   if (route.produces === 'application/gzip') {
     return {

@@ -162,6 +162,8 @@ export async function importCommand(ctx: Context, args: string[]): Promise<numbe
   })
   const file = positionals[0]
   if (!file) throw new UsageError('pm import <file.csv> [--no-wait]')
+  // Checked before the upload: a usage error means nothing was done.
+  const interval = positiveInt(values.interval, '--interval') ?? 250
   const client = await clientFor(ctx, 'user')
   const accepted = await client.api.importPrompts({
     body: { file: readFileSync(file), filename: basename(file) },
@@ -170,7 +172,6 @@ export async function importCommand(ctx: Context, args: string[]): Promise<numbe
     ctx.print(`Import ${accepted.batchId} accepted: ${accepted.message}`, accepted)
     return 0
   }
-  const interval = positiveInt(values.interval, '--interval') ?? 250
   const bar = new ProgressBar(ctx.io.stderr)
   let batch = await client.api.getImportBatch({ params: { batchId: accepted.batchId } })
   for (;;) {

@@ -1,5 +1,5 @@
 import { ENVIRONMENTS, type EnvironmentName } from '@pm/contracts'
-import { type Context, clientFor, parse, table, UsageError } from '../context.ts'
+import { CommandError, type Context, clientFor, parse, table, UsageError } from '../context.ts'
 
 /** Release safety commands (DESIGN section 15): an environment's history, and a split rollout. */
 
@@ -52,7 +52,11 @@ export async function splitCommand(ctx: Context, args: string[]): Promise<number
   const { versions } = await client.api.listVersions({ params: { id } })
   const split = wanted.map((w) => {
     const found = versions.find((v) => v.version === w.version)
-    if (!found) throw new UsageError(`prompt ${id} has no version ${w.version}`)
+    // What was asked for does not exist: exit 1, as promote --version answers it (not usage).
+    if (!found) {
+      const known = versions.map((v) => v.version).join(', ') || 'none'
+      throw new CommandError('NOT_FOUND', `prompt ${id} has no version ${w.version} (its versions: ${known})`)
+    }
     return { versionId: found._id, weight: w.weight }
   })
   const pin = await client.api.promoteVersion({ params: { id, env }, body: { split } })

@@ -27,6 +27,8 @@ export const FILE_ROUTES = {
     query: ExportQuery,
     status: 200,
     produces: 'text/plain',
+    producesAlso: ['application/vnd.pm.prompt+json'],
+    headers: ['X-Prompt-Revision', 'Content-Disposition'],
     envelope: false,
     errors: ['VERSION_NOT_FOUND', 'ENVIRONMENT_NOT_SET'],
   },

@@ -50,7 +50,7 @@ export const ROUTE_TAGS: Record<RouteTag, string> = {
 }
 
 /** Response headers a route may set besides the ones every response carries. */
-export type RouteHeader = 'X-Service-Version'
+export type RouteHeader = 'X-Service-Version' | 'X-Prompt-Revision' | 'Content-Disposition'
 
 /** The service a proxied route goes to. */
 export type Upstream = 'identity' | 'prompts' | 'render' | 'webhooks' | 'runs' | 'experiments'
@@ -89,6 +89,8 @@ interface RouteSpecBase {
   /** Default application/json. */
   /** text/plain: a prompt file; application/gzip: a workspace archive; text/csv: an export (all without `{data}`). */
   produces?: 'application/json' | 'text/html' | 'text/csv' | 'text/plain' | 'application/gzip'
+  /** Other media types the same answer may come as (a prompt file in the service's JSON shape). */
+  producesAlso?: readonly 'application/vnd.pm.prompt+json'[]
   headers?: readonly RouteHeader[]
   /** Failures particular to this route; the common ones follow from auth, scope and inputs. */
   errors?: readonly ErrorCode[]
