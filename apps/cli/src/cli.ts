@@ -53,7 +53,16 @@ login), PM_ORG, PM_PASSWORD, PM_CONFIG (session file, default ~/.config/prompt-s
 DATA_DIR (backup, restore; default ./data).
 `
 
-function describeError(err: PromptServiceError): string {
+/**
+ * The client's timeout is per attempt and it retries what is safe to send again: a failure to
+ * reach the service says how often and how long it was tried, not only one attempt's limit.
+ */
+export function triedFor(err: PromptServiceError, attempts: Context['attempts'], now = Date.now()): string {
+  if ((err.code !== 'TIMEOUT' && err.code !== 'NETWORK_ERROR') || !attempts || attempts.count < 2) return ''
+  return ` (${attempts.count} attempts, ${((now - attempts.startedAt) / 1000).toFixed(1)} s in all)`
+}
+
+function describeError(err: PromptServiceError, tried = ''): string {
   const details =
     err.details === undefined
       ? ''
@@ -61,7 +70,7 @@ function describeError(err: PromptServiceError): string {
           .map((d) => (typeof d === 'object' && d ? JSON.stringify(d) : String(d)))
           .join('\n  ')}`
   const request = err.requestId ? ` (request ${err.requestId})` : ''
-  return `error: ${err.code}: ${err.message}${request}${details}\n`
+  return `error: ${err.code}: ${err.message}${tried}${request}${details}\n`
 }
 
 /** `init` opens the identity store itself, with node:sqlite (Node.js 22.5 and later). */
@@ -172,7 +181,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       return 2
     }
     if (err instanceof PromptServiceError) {
-      io.stderr.write(describeError(err))
+      io.stderr.write(describeError(err, triedFor(err, ctx?.attempts)))
       const hint = hintFor(err, ctx, ctx ? gatewayUrl(ctx) : (settings.url ?? DEFAULT_URL))
       if (hint) io.stderr.write(`hint: ${hint}\n`)
       return 1

@@ -58,6 +58,11 @@ export interface Context {
   prog: string
   /** Set by clientFor: where the credential in use came from. */
   credential?: CredentialSource
+  /**
+   * Set by clientFor's client: the attempts of the latest request (the first and its retries)
+   * and when the first began, so that a failure can say how long it was tried in all.
+   */
+  attempts?: { count: number; startedAt: number }
   /** Prints `human` for people, or `data` as JSON with --json. */
   print(human: string, data: unknown): void
 }
@@ -101,6 +106,19 @@ export function required(value: string | undefined, flag: string): string {
   return value
 }
 
+/** An id or slug given as '' would reach the client as none at all: refused here, by its name. */
+export function nonEmpty(value: string | undefined, name: string): string | undefined {
+  if (value === '') throw new UsageError(`${name} is empty: give a value`)
+  return value
+}
+
+/** Digits only: Number() would take 0x1, 1e0, 1.0 or " 1" as 1. */
+export function positiveInt(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined
+  if (!/^\d+$/.test(text) || Number(text) < 1) throw new UsageError(`${flag} must be a positive integer`)
+  return Number(text)
+}
+
 /** --password, else --password-stdin, else PM_PASSWORD. */
 export async function readPassword(
   ctx: Context,
@@ -122,6 +140,28 @@ export function session(ctx: Context): Session | null {
 
 export function gatewayUrl(ctx: Context): string {
   return ctx.url ?? ctx.settings.url ?? session(ctx)?.url ?? DEFAULT_URL
+}
+
+function originOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The saved session, when it was signed in to the gateway this command talks to. Its tokens go
+ * only to the origin that issued them: a --url or PM_URL naming another host (a typo, a hostile
+ * address) must not receive them. `other` is a session passed over for that reason.
+ */
+export function sessionFor(ctx: Context): { saved: Session | null; other?: Session } {
+  const saved = session(ctx)
+  if (!saved) return { saved: null }
+  const origin = originOf(saved.url)
+  return origin !== undefined && origin === originOf(gatewayUrl(ctx))
+    ? { saved }
+    : { saved: null, other: saved }
 }
 
 /** Refresh a little before the access token expires, so a command does not start with a dying one. */
@@ -192,13 +232,22 @@ export async function refreshSession(ctx: Context, saved: Session): Promise<Sess
  * on the service's 401).
  */
 export async function clientFor(ctx: Context, need: 'any' | 'user'): Promise<PromptClient> {
-  let saved = ctx.settings.token ? null : session(ctx)
+  const found: { saved: Session | null; other?: Session } = ctx.settings.token
+    ? { saved: null }
+    : sessionFor(ctx)
+  let saved = found.saved
   const apiKey = need === 'any' ? ctx.settings.apiKey : undefined
   if (!apiKey && !ctx.settings.token && !saved) {
+    const url = gatewayUrl(ctx)
+    // Signed in elsewhere: say so, and how to sign in here.
+    const why = found.other
+      ? `the saved session is for ${originOf(found.other.url) ?? found.other.url}, not ${originOf(url) ?? url}, and is sent nowhere else; `
+      : ''
+    const login = why ? `${ctx.prog} login --url ${url} --email <email>` : `${ctx.prog} login --email <email>`
     throw new UsageError(
       need === 'user'
-        ? `this command needs a user session: run "${ctx.prog} login --email <email>" (or set PM_TOKEN)`
-        : `no credential: set PM_API_KEY, or run "${ctx.prog} login --email <email>"`,
+        ? `${why}this command needs a user session: run "${login}" (or set PM_TOKEN)`
+        : `${why}no credential: set PM_API_KEY, or run "${login}"`,
     )
   }
   ctx.credential = apiKey ? 'apiKey' : ctx.settings.token ? 'token' : 'session'
@@ -206,18 +255,29 @@ export async function clientFor(ctx: Context, need: 'any' | 'user'): Promise<Pro
     saved = (await refreshSession(ctx, saved)) ?? saved
   }
   const token = ctx.settings.token ?? saved?.accessToken
+  let retrying = false
   return new PromptClient({
     baseUrl: gatewayUrl(ctx),
     ...(apiKey ? { apiKey } : { accessToken: token }),
     organizationId:
-      ctx.org ?? ctx.settings.organizationId ?? (saved ?? session(ctx))?.organizationId ?? undefined,
+      ctx.org ?? ctx.settings.organizationId ?? (saved ?? sessionFor(ctx).saved)?.organizationId ?? undefined,
     // One-shot commands gain nothing from a cache; retries still help against a busy service.
     cacheTtlMs: 0,
     userAgent: 'pm-cli',
+    // The client's timeout is per attempt: count them, for a failure's message (cli.ts).
+    onRetry: () => {
+      retrying = true
+    },
+    fetch: (input, init) => {
+      if (!retrying || !ctx.attempts) ctx.attempts = { count: 0, startedAt: Date.now() }
+      retrying = false
+      ctx.attempts.count++
+      return fetch(input, init)
+    },
     ...(ctx.credential === 'session'
       ? {
           refreshAccessToken: async () => {
-            const current = session(ctx)
+            const current = sessionFor(ctx).saved
             if (!current) return undefined
             saved = (await refreshSession(ctx, current)) ?? saved
             return saved?.accessToken
@@ -229,7 +289,7 @@ export async function clientFor(ctx: Context, need: 'any' | 'user'): Promise<Pro
 
 /** The organization a command acts in: --org, PM_ORG, or the session's. */
 export function organizationId(ctx: Context): string {
-  const org = ctx.org ?? ctx.settings.organizationId ?? session(ctx)?.organizationId ?? undefined
+  const org = ctx.org ?? ctx.settings.organizationId ?? sessionFor(ctx).saved?.organizationId ?? undefined
   if (!org) throw new UsageError('no organization: pass --org <organizationId> or set PM_ORG')
   return org
 }

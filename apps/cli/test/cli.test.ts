@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { run } from '../src/cli.ts'
+import { PromptServiceError } from '@pm/client'
+import { run, triedFor } from '../src/cli.ts'
 import { parseExpires } from '../src/commands/session.ts'
 import { parseScopes } from '../src/context.ts'
 import { ProgressBar, renderBar } from '../src/progress.ts'
@@ -337,6 +338,8 @@ describe('pm (in process, against a fake gateway)', () => {
       `error: NETWORK_ERROR: listPrompts: the service cannot be reached at GET ${closed}/api/v1/prompts`,
     )
     expect(err.text()).toContain(`hint: is the service running at ${closed}?`)
+    // The client retried it: the message says so (each attempt's limit alone misled, 10 s of 42).
+    expect(err.text()).toMatch(/\(4 attempts, \d+\.\d s in all\)\n/)
   })
 
   it('hints name the command as the user ran it', async () => {
@@ -397,6 +400,42 @@ describe('pm (in process, against a fake gateway)', () => {
       expect(seen.filter((s) => s.url.startsWith('/api/v1/auth/refresh'))).toHaveLength(1)
     })
 
+    it('the session goes only to the origin it signed in to: another --url or PM_URL is as no session', async () => {
+      const other = 'http://other.example:8080'
+      writeSession(file(), {
+        url: other,
+        email: 'a@b.co',
+        accessToken: 'their-token',
+        refreshToken: 'their-refresh',
+        organizationId: ORG,
+        expiresAt: new Date(Date.now() - 1000).toISOString(),
+      })
+      for (const [args, env] of [
+        [['keys', 'list'], sessionEnv()],
+        [['prompts', 'list', '--url', base], { PM_CONFIG: file() }],
+      ] as const) {
+        const err = capture()
+        expect(await run([...args], { stdout: capture(), stderr: err, env }), args.join(' ')).toBe(2)
+        expect(err.text()).toContain(
+          `the saved session is for ${other}, not ${base}, and is sent nowhere else`,
+        )
+        expect(err.text()).toContain(`login --url ${base} --email <email>`)
+      }
+      // Neither the access token nor (expired as it is) the refresh token went anywhere.
+      expect(seen).toEqual([])
+      // The same origin written otherwise (a trailing slash) is the same gateway.
+      refreshes = 0
+      save(Date.now() + 600_000)
+      const same = capture()
+      await run(['keys', 'list', '--url', `${base}/`], {
+        stdout: capture(),
+        stderr: same,
+        env: { PM_CONFIG: file() },
+      })
+      expect(same.text()).not.toContain('saved session')
+      expect(seen[0]?.authorization).toBe('Bearer expired-token')
+    })
+
     it('a session that cannot be renewed says to sign in again', async () => {
       save(0, 'spent')
       const err = capture()
@@ -422,6 +461,15 @@ describe('pm (in process, against a fake gateway)', () => {
       ['keys', 'create', '--name', 'k', '--scopes', 'prompts:read', '--rate', 'fast'],
       ['prompts', 'list', '--limit', 'many'],
       ['init', '--email', 'a@b.co'],
+      // An empty id or slug (it reached the client as none: exit 1 naming its operation).
+      ['prompts', 'get', ''],
+      ['prompts', 'get', '--slug', ''],
+      ['invoke', ''],
+      ['invoke', '--slug', ''],
+      // Digits only, as everywhere else (Number() took these as 1).
+      ['history', ID, 'production', '--page', '0x1'],
+      ['history', ID, 'production', '--page', '1e0'],
+      ['history', ID, 'production', '--limit', '1.0'],
       // Checked before the upload (the import ran, then exit 2 said nothing was done).
       ['import', join(dir, 'none.csv'), '--interval', '0'],
     ]
@@ -440,6 +488,32 @@ describe('pm (in process, against a fake gateway)', () => {
       }),
     ).toBe(2)
     expect(noCredential.text()).toContain('pm login')
+  })
+
+  it('names the empty argument, and the page flag', async () => {
+    for (const [args, message] of [
+      [['prompts', 'get', ''], 'error: <promptId> is empty'],
+      [['invoke', '--slug', ''], 'error: --slug is empty'],
+      [['history', ID, 'preview', '--page', '0x1'], 'error: --page must be a positive integer'],
+    ] as const) {
+      const err = capture()
+      expect(await run([...args], { stdout: capture(), stderr: err, env: env() })).toBe(2)
+      expect(err.text()).toContain(message)
+    }
+  })
+
+  it("init refuses an address that is not one, as identity's API does, before opening the store", async () => {
+    const dataDir = join(dir, 'init-data')
+    for (const email of ['bad', 'a@', 'a b@c.co']) {
+      const err = capture()
+      const code = await run(
+        ['init', '--email', email, '--org-name', 'Acme', '--password', 'long-enough-1'],
+        { stdout: capture(), stderr: err, env: { ...env(), DATA_DIR: dataDir } },
+      )
+      expect(code, email).toBe(2)
+      expect(err.text()).toContain(`error: --email "${email}" is not an email address`)
+    }
+    expect(existsSync(dataDir)).toBe(false)
   })
 })
 
@@ -462,6 +536,19 @@ describe('pieces', () => {
     expect(parseExpires(undefined)).toBeUndefined()
     for (const text of ['garbage', '1', 'May 5', '2027-13-01', '2027-02-30', '2027-01-31T25:00'])
       expect(() => parseExpires(text), text).toThrow(/--expires is an ISO 8601 date.*2027-01-31/)
+  })
+
+  it("a failure to reach the service names its attempts and their time, not one attempt's limit", () => {
+    const timeout = new PromptServiceError({
+      status: 0,
+      code: 'TIMEOUT',
+      message: 'listPrompts: no answer from GET http://x/api/v1/prompts within 10000 ms',
+    })
+    expect(triedFor(timeout, { count: 4, startedAt: 1_000 }, 42_800)).toBe(' (4 attempts, 41.8 s in all)')
+    expect(triedFor(timeout, { count: 1, startedAt: 1_000 }, 11_000)).toBe('')
+    expect(triedFor(timeout, undefined)).toBe('')
+    const refused = new PromptServiceError({ status: 401, code: 'INVALID_CREDENTIALS', message: 'no' })
+    expect(triedFor(refused, { count: 4, startedAt: 0 }, 1)).toBe('')
   })
 
   it('checks scopes', () => {

@@ -87,6 +87,14 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
     ...(opts.metrics ? { metrics: { registry: opts.metrics, connections: busConnection(bus) } } : {}),
     ...(tracing ? { tracing } : {}),
   })
+  // Provider keys sealed under a key SECRETS_KEY has since replaced are sealed again under the
+  // current one, as webhooks does with its signing secrets, so that SECRETS_KEY_PREVIOUS can be
+  // retired (docs/operations.md, "Rotating SECRETS_KEY"). A key that opens under no held key stops
+  // the start here (SecretError names it) rather than failing every run on that connection.
+  const resealed = await ownStore.resealConnections((id, stored) =>
+    secrets.needsReseal(stored) ? secrets.seal(secrets.open(stored, id), id) : null,
+  )
+  if (resealed > 0) app.log.info({ resealed }, 'provider keys sealed under the current key')
   // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
   const relay = new AuditRelay(store, {
     publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),

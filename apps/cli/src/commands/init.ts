@@ -1,5 +1,28 @@
+import { Email } from '@pm/contracts'
 import { bootstrapIdentity } from '@pm/identity'
+import { ConfigError, loadConfig } from '@pm/kit'
 import { type Context, parse, parseScopes, readPassword, required, UsageError } from '../context.ts'
+
+/**
+ * The contract's Email in an object, as kit's validator takes it: the same Ajv and formats
+ * (ajv-formats, full) the services check requests with. Written out as JSON Schema, since
+ * TypeBox is no dependency of the CLI.
+ */
+const EmailInput = {
+  type: 'object',
+  properties: { email: Email },
+  required: ['email'],
+} as unknown as Parameters<typeof loadConfig>[0]
+
+/** identity's register refuses an address that is not one (400); its bootstrap takes what it is given. */
+function checkEmail(email: string): void {
+  try {
+    loadConfig(EmailInput, { email })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    throw new UsageError(`--email "${email}" is not an email address (at most 254 characters)`)
+  }
+}
 
 /**
  * First install, without the service running or with it: runs identity's own bootstrap (the
@@ -17,6 +40,7 @@ export async function initCommand(ctx: Context, args: string[]): Promise<number>
     scopes: { type: 'string' },
   })
   const email = required(values.email, '--email')
+  checkEmail(email)
   const orgName = required(values['org-name'], '--org-name')
   const password = await readPassword(ctx, values)
   if (password.length < 8) throw new UsageError('the password needs at least 8 characters')

@@ -2,14 +2,18 @@ import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 import type { RenderedPrompt } from '@pm/client'
 import { ENVIRONMENTS, type EnvironmentName, type ImportBatch } from '@pm/contracts'
-import { CommandError, type Context, clientFor, parse, required, table, UsageError } from '../context.ts'
+import {
+  CommandError,
+  type Context,
+  clientFor,
+  nonEmpty,
+  parse,
+  positiveInt,
+  required,
+  table,
+  UsageError,
+} from '../context.ts'
 import { ProgressBar } from '../progress.ts'
-
-function positiveInt(text: string | undefined, flag: string): number | undefined {
-  if (text === undefined) return undefined
-  if (!/^\d+$/.test(text) || Number(text) < 1) throw new UsageError(`${flag} must be a positive integer`)
-  return Number(text)
-}
 
 function environment(text: string | undefined): EnvironmentName | undefined {
   if (text === undefined) return undefined
@@ -79,8 +83,8 @@ export async function promptsCommand(ctx: Context, args: string[]): Promise<numb
     return 0
   }
   if (sub === 'get') {
-    const id = positionals[0]
-    const slug = values.slug
+    const id = nonEmpty(positionals[0], '<promptId>')
+    const slug = nonEmpty(values.slug, '--slug')
     if ((id === undefined) === (slug === undefined)) {
       throw new UsageError('pm prompts get <promptId> | --slug <slug> (one of the two)')
     }
@@ -230,8 +234,8 @@ export async function invokeCommand(ctx: Context, args: string[]): Promise<numbe
     env: { type: 'string' },
     slug: { type: 'string' },
   })
-  const id = positionals[0]
-  const slug = values.slug
+  const id = nonEmpty(positionals[0], '<promptId>')
+  const slug = nonEmpty(values.slug, '--slug')
   if ((id === undefined) === (slug === undefined)) {
     throw new UsageError('pm invoke <promptId> | --slug <slug> [--var name=value ...]')
   }

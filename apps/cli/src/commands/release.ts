@@ -1,5 +1,5 @@
 import { ENVIRONMENTS, type EnvironmentName } from '@pm/contracts'
-import { CommandError, type Context, clientFor, parse, table, UsageError } from '../context.ts'
+import { CommandError, type Context, clientFor, parse, positiveInt, table, UsageError } from '../context.ts'
 
 /** Release safety commands (DESIGN section 15): an environment's history, and a split rollout. */
 
@@ -14,14 +14,9 @@ export async function historyCommand(ctx: Context, args: string[]): Promise<numb
   const env = environment(envText)
   if (!id || !env)
     throw new UsageError('pm history <promptId> <preview|production> [--page <n>] [--limit <n>]')
-  const query: { page?: number; limit?: number } = {}
-  for (const key of ['page', 'limit'] as const) {
-    const text = values[key]
-    if (text === undefined) continue
-    const n = Number(text)
-    if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${key} must be a positive integer`)
-    query[key] = n
-  }
+  const page = positiveInt(values.page, '--page')
+  const limit = positiveInt(values.limit, '--limit')
+  const query = { ...(page !== undefined ? { page } : {}), ...(limit !== undefined ? { limit } : {}) }
   const client = await clientFor(ctx, 'any')
   const history = await client.api.getEnvironmentHistory({ params: { id, env }, query })
   const rows = history.entries.map((e) => [

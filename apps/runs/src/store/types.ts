@@ -67,6 +67,12 @@ export interface RunStore extends AuditOutbox {
   getRun(organizationId: string, id: string): Promise<RunRecord | null>
   /** Deletes runs created before `before` (ISO time); how many went. */
   deleteRunsBefore(before: string): Promise<number>
+  /**
+   * Every connection's sealed key and headers through `reseal` (null: leave as it is), written
+   * back only where the row is still as read (compare-and-set: a replica or an update that got
+   * there first wins). How many rows changed.
+   */
+  resealConnections(reseal: (id: string, stored: string) => string | null): Promise<number>
   check(): Promise<void>
   close(): Promise<void>
 }
