@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { RateLimitedError, type RunAnswer, type UnitExecutor } from '../src/services/clients.ts'
 import { Runner } from '../src/services/runner.ts'
 import { SqliteExperimentStore } from '../src/store/sqlite.ts'
-import { type ExperimentRecord, type UnitRecord, unitId } from '../src/store/types.ts'
+import { type ExperimentRecord, pendingUnit } from '../src/store/types.ts'
 
 const quiet = { info: () => {}, error: () => {} } as unknown as FastifyBaseLogger
 const now = () => new Date().toISOString()
@@ -64,28 +64,7 @@ async function seed(
     startedAt: now(),
     finishedAt: null,
   }
-  const units: UnitRecord[] = (await store.allItems(datasetId)).map((it) => ({
-    _id: unitId(exp._id, it._id, 0),
-    experimentId: exp._id,
-    organizationId: org,
-    itemId: it._id,
-    position: it.position,
-    variant: 0,
-    status: 'pending',
-    leaseToken: null,
-    leaseUntil: null,
-    notBefore: null,
-    rateLimited: 0,
-    output: null,
-    scores: {},
-    evaluatorErrors: {},
-    passed: false,
-    latencyMs: null,
-    inputTokens: 0,
-    outputTokens: 0,
-    error: null,
-    finishedAt: null,
-  }))
+  const units = (await store.allItems(datasetId)).map((it) => pendingUnit(exp._id, org, it, 0))
   await store.createExperiment(exp, units)
   return exp
 }

@@ -4,7 +4,12 @@ import { storeBackends } from '@pm/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MongoExperimentStore } from '../src/store/mongo.ts'
 import { SqliteExperimentStore } from '../src/store/sqlite.ts'
-import { type ExperimentRecord, type ExperimentStore, type UnitRecord, unitId } from '../src/store/types.ts'
+import {
+  type ExperimentRecord,
+  type ExperimentStore,
+  type UnitRecord,
+  pendingUnit,
+} from '../src/store/types.ts'
 
 const backends = await storeBackends<ExperimentStore>({
   sqlite: (file) => new SqliteExperimentStore(file),
@@ -92,28 +97,7 @@ for (const backend of backends) {
         finishedAt: null,
       }
       const units: UnitRecord[] = all.flatMap((it) =>
-        Array.from({ length: variants }, (_, variant) => ({
-          _id: unitId(exp._id, it._id, variant),
-          experimentId: exp._id,
-          organizationId: org,
-          itemId: it._id,
-          position: it.position,
-          variant,
-          status: 'pending' as const,
-          leaseToken: null,
-          leaseUntil: null,
-          notBefore: null,
-          rateLimited: 0,
-          output: null,
-          scores: {},
-          evaluatorErrors: {},
-          passed: false,
-          latencyMs: null,
-          inputTokens: 0,
-          outputTokens: 0,
-          error: null,
-          finishedAt: null,
-        })),
+        Array.from({ length: variants }, (_, variant) => pendingUnit(exp._id, org, it, variant)),
       )
       expect(await store.createExperiment(exp, units)).toBe(true)
       return exp

@@ -1,12 +1,12 @@
-import { AppError, type ResolvedApiKey } from '@pm/contracts'
+import { AppError, Email, type ResolvedApiKey } from '@pm/contracts'
 import type { FastifyRequest } from 'fastify'
 import { bodyField } from './body.ts'
 import type { GatewayConfig } from './config.ts'
 import type { RoutePolicy } from './policy.ts'
 import type { RateLimits } from './rateLimits.ts'
 
-/** The longest email (identity's `Email` schema, RFC 5321's path limit). */
-const EMAIL_MAX_LENGTH = 254
+/** The longest email: identity's `Email` schema's bound (RFC 5321's path limit). */
+const EMAIL_MAX_LENGTH = Email.maxLength ?? 254
 
 /**
  * The gateway's rate-limit rules (DESIGN section 7): per IP on login and on the public

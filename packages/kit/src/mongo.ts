@@ -159,3 +159,42 @@ export class MongoAuditOutbox implements AuditOutbox {
     return (await this.docs.deleteMany({ sentAt: { $lt: before } })).deletedCount
   }
 }
+
+/**
+ * A start-up re-seal of a collection's sealed secrets (SecretBox): each document's `sealed` field
+ * and its optional `alsoSealed` one go through `reseal` (null: left as it is) and are written
+ * back by compare-and-set, so a replica that re-sealed it (or an update that replaced it) first
+ * wins and nothing is sealed twice; a document changed between the read and the write is read
+ * again, a few times. How many documents changed.
+ */
+export async function resealFields(
+  collection: Collection<Document>,
+  sealed: string,
+  alsoSealed: string,
+  reseal: (id: string, stored: string) => string | null,
+): Promise<number> {
+  let n = 0
+  const projection = { _id: 1, [sealed]: 1, [alsoSealed]: 1 }
+  for await (const first of collection.find({}, { projection })) {
+    let doc: Document | null = first
+    for (let attempt = 0; doc && attempt < 5; attempt++) {
+      const id = String(doc._id)
+      const current = String(doc[sealed])
+      const second = (doc[alsoSealed] as string | null | undefined) ?? null
+      const next = reseal(id, current)
+      const nextSecond = second === null ? null : reseal(id, second)
+      if (next === null && nextSecond === null) break
+      // `alsoSealed: null` also matches a document without the field.
+      const res = await collection.updateOne(
+        { _id: doc._id, [sealed]: current, [alsoSealed]: second },
+        { $set: { [sealed]: next ?? current, ...(nextSecond === null ? {} : { [alsoSealed]: nextSecond }) } },
+      )
+      if (res.matchedCount === 1) {
+        n += res.modifiedCount
+        break
+      }
+      doc = await collection.findOne({ _id: doc._id }, { projection })
+    }
+  }
+  return n
+}

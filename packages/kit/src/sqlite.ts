@@ -175,3 +175,37 @@ export function queryPage(
   )
   return { rows, total }
 }
+
+/**
+ * A start-up re-seal of a table's sealed secrets (SecretBox): each row's `sealed` column and its
+ * nullable `alsoSealed` one go through `reseal` (null: left as it is) and are written back only
+ * where the row is still as read, in one transaction; then the WAL is written back into the
+ * database file and emptied, so that nothing sealed under the retired key stays in either file.
+ * Table and column names are the caller's constants, never input. How many rows changed.
+ */
+export function resealColumns(
+  db: DatabaseSync,
+  table: string,
+  sealed: string,
+  alsoSealed: string,
+  reseal: (id: string, stored: string) => string | null,
+): number {
+  const changed = transaction(db, () => {
+    let n = 0
+    const update = db.prepare(
+      `UPDATE ${table} SET ${sealed} = ?, ${alsoSealed} = ? WHERE id = ? AND ${sealed} = ? AND ${alsoSealed} IS ?`,
+    )
+    for (const r of db.prepare(`SELECT id, ${sealed}, ${alsoSealed} FROM ${table}`).all()) {
+      const id = text(r.id)
+      const first = text(r[sealed])
+      const second = textOrNull(r[alsoSealed])
+      const nextFirst = reseal(id, first)
+      const nextSecond = second === null ? null : reseal(id, second)
+      if (nextFirst === null && nextSecond === null) continue
+      n += Number(update.run(nextFirst ?? first, nextSecond ?? second, id, first, second).changes)
+    }
+    return n
+  })
+  if (changed > 0) db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+  return changed
+}

@@ -30,7 +30,7 @@ import type {
   PageArgs,
   UnitRecord,
 } from '../store/types.ts'
-import { unitId } from '../store/types.ts'
+import { pendingUnit } from '../store/types.ts'
 import type { PromptsClient } from './clients.ts'
 import type { Runner } from './runner.ts'
 
@@ -358,28 +358,7 @@ export class ExperimentsService {
     const units: UnitRecord[] = []
     for (const item of items) {
       for (let variant = 0; variant < body.variants.length; variant++) {
-        units.push({
-          _id: unitId(experiment._id, item._id, variant),
-          experimentId: experiment._id,
-          organizationId,
-          itemId: item._id,
-          position: item.position,
-          variant,
-          status: 'pending',
-          leaseToken: null,
-          leaseUntil: null,
-          notBefore: null,
-          rateLimited: 0,
-          output: null,
-          scores: {},
-          evaluatorErrors: {},
-          passed: false,
-          latencyMs: null,
-          inputTokens: 0,
-          outputTokens: 0,
-          error: null,
-          finishedAt: null,
-        })
+        units.push(pendingUnit(experiment._id, organizationId, item, variant))
       }
     }
     const entries = this.audit(

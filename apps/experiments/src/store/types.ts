@@ -102,6 +102,37 @@ export function unitId(experimentId: string, itemId: string, variant: number): s
   return `${experimentId}:${itemId}:${variant}`
 }
 
+/** A unit not yet run: one item under one variant. */
+export function pendingUnit(
+  experimentId: string,
+  organizationId: string,
+  item: { _id: string; position: number },
+  variant: number,
+): UnitRecord {
+  return {
+    _id: unitId(experimentId, item._id, variant),
+    experimentId,
+    organizationId,
+    itemId: item._id,
+    position: item.position,
+    variant,
+    status: 'pending',
+    leaseToken: null,
+    leaseUntil: null,
+    notBefore: null,
+    rateLimited: 0,
+    output: null,
+    scores: {},
+    evaluatorErrors: {},
+    passed: false,
+    latencyMs: null,
+    inputTokens: 0,
+    outputTokens: 0,
+    error: null,
+    finishedAt: null,
+  }
+}
+
 export type AddItemsOutcome = { itemCount: number } | 'not-found' | 'too-many'
 
 /** `in-use`: an experiment on it is queued or running, so nothing was deleted. */

@@ -1,5 +1,5 @@
 import type { AuditEntry, RunRecord } from '@pm/contracts'
-import { ensureCollection, MongoAuditOutbox, mongoTransaction } from '@pm/kit/mongo'
+import { ensureCollection, MongoAuditOutbox, mongoTransaction, resealFields } from '@pm/kit/mongo'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
 
@@ -153,34 +153,7 @@ export class MongoRunStore implements RunStore {
   }
 
   async resealConnections(reseal: (id: string, stored: string) => string | null): Promise<number> {
-    let n = 0
-    const projection = { _id: 1, sealedKey: 1, sealedHeaders: 1 } as const
-    for await (const first of this.connections.find({}, { projection })) {
-      // A few tries: the document can change between the read and the write.
-      let doc: typeof first | null = first
-      for (let attempt = 0; doc && attempt < 5; attempt++) {
-        const headers = doc.sealedHeaders ?? null
-        const nextKey = reseal(doc._id, doc.sealedKey)
-        const nextHeaders = headers === null ? null : reseal(doc._id, headers)
-        if (nextKey === null && nextHeaders === null) break
-        // Compare-and-set: a replica that re-sealed it (or an update that replaced it) first wins.
-        const res = await this.connections.updateOne(
-          { _id: doc._id, sealedKey: doc.sealedKey, sealedHeaders: headers },
-          {
-            $set: {
-              sealedKey: nextKey ?? doc.sealedKey,
-              ...(nextHeaders === null ? {} : { sealedHeaders: nextHeaders }),
-            },
-          },
-        )
-        if (res.matchedCount === 1) {
-          n += res.modifiedCount
-          break
-        }
-        doc = await this.connections.findOne({ _id: doc._id }, { projection })
-      }
-    }
-    return n
+    return resealFields(this.db.collection('connections'), 'sealedKey', 'sealedHeaders', reseal)
   }
 
   async check(): Promise<void> {

@@ -15,6 +15,7 @@ import {
   text,
   textOrNull,
   transaction,
+  resealColumns,
 } from '@pm/kit'
 import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
 
@@ -210,29 +211,7 @@ export class SqliteRunStore implements RunStore {
   }
 
   async resealConnections(reseal: (id: string, stored: string) => string | null): Promise<number> {
-    const changed = transaction(this.db, () => {
-      let n = 0
-      for (const r of queryAll(this.db, 'SELECT id, sealed_key, sealed_headers FROM connections')) {
-        const id = text(r.id)
-        const key = text(r.sealed_key)
-        const headers = textOrNull(r.sealed_headers)
-        const nextKey = reseal(id, key)
-        const nextHeaders = headers === null ? null : reseal(id, headers)
-        if (nextKey === null && nextHeaders === null) continue
-        n += Number(
-          this.db
-            .prepare(
-              'UPDATE connections SET sealed_key = ?, sealed_headers = ? WHERE id = ? AND sealed_key = ? AND sealed_headers IS ?',
-            )
-            .run(nextKey ?? key, nextHeaders ?? headers, id, key, headers).changes,
-        )
-      }
-      return n
-    })
-    // The WAL holds the pages as they were: written back into the database file and emptied, so
-    // that nothing sealed under the retired key is left in either file.
-    if (changed > 0) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
-    return changed
+    return resealColumns(this.db, 'connections', 'sealed_key', 'sealed_headers', reseal)
   }
 
   async check(): Promise<void> {

@@ -5,6 +5,7 @@ import {
   mongoTransaction,
   onlyDuplicateKeys,
   TRANSACTION_OPTIONS,
+  resealFields,
 } from '@pm/kit/mongo'
 import type { Collection, Db, Filter, MongoClient, UpdateFilter } from 'mongodb'
 import type {
@@ -354,39 +355,7 @@ export class MongoWebhookStore implements WebhookStore {
   }
 
   async resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number> {
-    let n = 0
-    const projection = { _id: 1, secret: 1, previousSecret: 1 } as const
-    const cursor = this.subscriptions.find({}, { projection })
-    for await (const first of cursor) {
-      // A few tries: the document can change between the read and the write.
-      let doc: typeof first | null = first
-      for (let attempt = 0; doc && attempt < 5; attempt++) {
-        const previous = doc.previousSecret ?? null
-        const next = reseal(doc._id, doc.secret)
-        const nextPrevious = previous === null ? null : reseal(doc._id, previous)
-        if (next === null && nextPrevious === null) break
-        // Compare-and-set: a replica that re-sealed it (or a rotation that replaced it) first wins,
-        // and nothing is sealed twice. `previousSecret: null` also matches a document without it.
-        const res = await this.subscriptions.updateOne(
-          { _id: doc._id, secret: doc.secret, previousSecret: previous },
-          {
-            $set: {
-              secret: next ?? doc.secret,
-              ...(nextPrevious === null ? {} : { previousSecret: nextPrevious }),
-            },
-          },
-        )
-        if (res.matchedCount === 1) {
-          n += res.modifiedCount
-          break
-        }
-        // Changed meanwhile: another replica's re-seal (read again, nothing is left to do), a
-        // rotation, or a sweep that dropped an expired previous secret (the current one must
-        // still be re-sealed, or it would open only under the key being retired).
-        doc = await this.subscriptions.findOne({ _id: doc._id }, { projection })
-      }
-    }
-    return n
+    return resealFields(this.db.collection('subscriptions'), 'secret', 'previousSecret', reseal)
   }
 
   async check(): Promise<void> {

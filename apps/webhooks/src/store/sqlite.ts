@@ -15,6 +15,7 @@ import {
   type SqliteRow,
   text,
   textOrNull,
+  resealColumns,
 } from '@pm/kit'
 import type {
   AttemptRecord,
@@ -508,30 +509,7 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async resealSecrets(reseal: (id: string, stored: string) => string | null): Promise<number> {
-    const changed = transaction(this.db, () => {
-      let n = 0
-      for (const r of queryAll(this.db, 'SELECT id, secret, previous_secret FROM subscriptions')) {
-        const id = s(r.id)
-        const previous = sOrNull(r.previous_secret)
-        const next = reseal(id, s(r.secret))
-        const nextPrevious = previous === null ? null : reseal(id, previous)
-        if (next === null && nextPrevious === null) continue
-        n += this.run(
-          `UPDATE subscriptions SET secret = ?, previous_secret = ?
-           WHERE id = ? AND secret = ? AND previous_secret IS ?`,
-          next ?? s(r.secret),
-          nextPrevious ?? previous,
-          id,
-          s(r.secret),
-          previous,
-        )
-      }
-      return n
-    })
-    // The WAL holds the pages as they were before: write them back into the database file and
-    // empty it, so that no clear secret is left in either file.
-    if (changed > 0) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
-    return changed
+    return resealColumns(this.db, 'subscriptions', 'secret', 'previous_secret', reseal)
   }
 
   async check(): Promise<void> {
