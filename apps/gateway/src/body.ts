@@ -63,10 +63,13 @@ export function needsBody(
   contentLength?: string | undefined,
 ): boolean {
   if (policy.limit === 'login' || policy.target !== undefined) return true
-  if (policy.org !== 'context' || policy.auth === 'public') return false
-  if (credential !== 'apiKey') return true
   const length = contentLength === undefined ? Number.NaN : Number(contentLength)
-  return !(Number.isSafeInteger(length) && length <= UNREAD_BODY_MAX)
+  // On every route, not only a workspace's: a service that answers 413 before reading an
+  // oversized body (identity's organization create, a public invoke) broke the proxy's upload,
+  // and the client saw an empty 499 or no answer at all.
+  if (!(Number.isSafeInteger(length) && length <= UNREAD_BODY_MAX)) return true
+  if (policy.org !== 'context' || policy.auth === 'public') return false
+  return credential !== 'apiKey'
 }
 
 /**

@@ -30,6 +30,16 @@ describe('needsBody: what the gateway reads before deciding', () => {
     expect(needsBody(create, 'apiKey', 'x')).toBe(true)
   })
 
+  it('any route: a larger body, or one of unknown length, is read (a service answering 413 early cut the upload: 499)', () => {
+    const createOrg = policy('POST', '/api/v1/organizations')
+    const publicInvoke = policy('POST', '/api/v1/public/prompts/:id/invoke')
+    expect(needsBody(createOrg, 'user', '20')).toBe(false)
+    expect(needsBody(createOrg, 'user', String(UNREAD_BODY_MAX + 1))).toBe(true)
+    expect(needsBody(createOrg, 'user', undefined)).toBe(true)
+    expect(needsBody(publicInvoke, null, '20')).toBe(false)
+    expect(needsBody(publicInvoke, null, String(UNREAD_BODY_MAX + 1))).toBe(true)
+  })
+
   it('login and fork targets: always read', () => {
     expect(needsBody(login, null, '20')).toBe(true)
     expect(needsBody(fork, 'apiKey', '20')).toBe(true)
