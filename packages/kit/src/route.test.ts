@@ -59,6 +59,19 @@ describe('route(): a body organizationId names the caller workspace or nothing',
     expect([bad.statusCode, bad.json().error.code]).toEqual([400, 'VALIDATION_ERROR'])
   })
 
+  it('answers a path the router cannot decode, or too long a parameter, in the envelope', async () => {
+    for (const id of ['%ff', '%', '%ED%A0%80', 'c'.repeat(200)]) {
+      const res = await app.inject({
+        method: 'POST',
+        url: `/api/v1/prompts/${id}/invoke`,
+        headers: { [CONTEXT_HEADER]: signContext(key, secret), 'content-type': 'application/json' },
+        payload: '{}',
+      })
+      expect([res.statusCode, res.json().error?.code], id).toEqual([400, 'VALIDATION_ERROR'])
+      expect(res.json().error.requestId).toBe(res.headers['x-request-id'])
+    }
+  })
+
   it('applies to every context route whose body has organizationId, never to a fork target', () => {
     const checked = listRoutes()
       .filter((r) => bodyNamesWorkspace(r))

@@ -272,6 +272,12 @@ export function createService(opts: ServiceOptions): Service {
       },
     },
     return503OnClosing: true,
+    // A URL the router cannot decode (`%ff`, a lone `%`) or a path parameter past its length is
+    // answered before any hook: in the envelope with the request id, not Fastify's own body.
+    frameworkErrors: (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      const { status, body } = toErrorResponse(err, request.id)
+      reply.header('x-request-id', request.id).code(status).send(body)
+    },
     schemaController: {
       compilersFactory: {
         buildValidator: compilers.buildValidator,
