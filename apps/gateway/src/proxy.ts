@@ -205,6 +205,9 @@ export function proxyOptions(
         const out = { ...headers }
         delete out['content-length']
         delete out['transfer-encoding']
+        // The upstream connection's own (`connection: keep-alive`, `keep-alive: timeout=72`):
+        // passed on, they overrode a client's `Connection: close`, and its socket stayed open.
+        for (const name of HOP_BY_HOP) delete out[name]
         // The refresh cookie is Secure; a browser on plain HTTP (development only) would drop it.
         if (out['set-cookie'] && config.NODE_ENV === 'development' && request?.protocol === 'http')
           out['set-cookie'] = [out['set-cookie']].flat().map((c) => c.replace(/;\s*Secure(?=;|$)/i, ''))

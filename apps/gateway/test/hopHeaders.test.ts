@@ -49,14 +49,14 @@ describe('hop-by-hop headers at the gateway', () => {
   /** One request through node:http, which honours `Expect: 100-continue` as curl does. */
   function send(method: string, path: string, headers: Record<string, string>, body?: string) {
     const { port } = app.server.address() as AddressInfo
-    return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    return new Promise<{ status: number; body: string; headers: IncomingHttpHeaders }>((resolve, reject) => {
       const req = request({ host: '127.0.0.1', port, method, path, headers, timeout: 5_000 }, (res) => {
         let text = ''
         res.setEncoding('utf8')
         res.on('data', (chunk: string) => {
           text += chunk
         })
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers }))
       })
       req.on('error', reject)
       req.on('timeout', () => req.destroy(new Error('timed out')))
@@ -85,5 +85,12 @@ describe('hop-by-hop headers at the gateway', () => {
       expect(seen).toHaveLength(1)
       for (const name of Object.keys(extra)) expect(seen[0]?.[name]).toBeUndefined()
     }
+  })
+
+  it("answers the client's Connection: close, not the upstream's keep-alive", async () => {
+    const res = await send('GET', '/api/v1/public/prompts', { connection: 'close' })
+    expect(res.status, res.body).toBe(200)
+    expect(res.headers.connection).toBe('close')
+    expect(res.headers['keep-alive']).toBeUndefined()
   })
 })
