@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { CreateConnectionRequest, UpdateConnectionRequest } from '@pm/contracts'
 import { SecretBox } from '@pm/kit'
+import { Value } from '@sinclair/typebox/value'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { Connections, toConnection } from '../src/services/connections.ts'
 import { Egress } from '../src/services/egress.ts'
@@ -55,6 +57,18 @@ describe('opening a connection for a call', () => {
     // And a deletion by the replica.
     await replica.remove(ORG, c._id)
     await expect(connections.open(ORG, c._id)).rejects.toMatchObject({ code: 'NOT_FOUND' })
+  })
+})
+
+describe('extra headers in a request', () => {
+  it('take HTTP token names only: another name is refused, not stored unchecked', () => {
+    for (const schema of [CreateConnectionRequest, UpdateConnectionRequest]) {
+      const headersSchema = schema.properties.headers
+      expect(Value.Check(headersSchema, { 'x-team': 'alpha', 'api-version': '2024-10-21' })).toBe(true)
+      // A run sent them as headers, and read each value as a string (a number was a 500).
+      for (const headers of [{ '': 'x' }, { 'a\u0000': 'x' }, { 'a b': 'x' }, { ['x'.repeat(101)]: 1 }])
+        expect(Value.Check(headersSchema, headers), JSON.stringify(headers)).toBe(false)
+    }
   })
 })
 

@@ -28,6 +28,14 @@ describe('mergeParams', () => {
   })
 })
 
+describe('params.seed', () => {
+  it('is a safe integer: one past 2^53 is not the seed asked for, 1e308 no seed at all', () => {
+    expect(mergeParams({}, { seed: Number.MAX_SAFE_INTEGER })).toEqual({ seed: Number.MAX_SAFE_INTEGER })
+    for (const seed of [2 ** 53, 1e308, -1e308, Number.MIN_SAFE_INTEGER - 2])
+      expect(() => mergeParams({}, { seed }), String(seed)).toThrow(AppError)
+  })
+})
+
 describe('chooseModel', () => {
   it('prefers the request, then config.model, then the connection', () => {
     expect(chooseModel('a', { model: 'b' }, ['c'])).toBe('a')

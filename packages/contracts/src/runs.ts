@@ -22,11 +22,15 @@ export const ModelName = Type.String({
   pattern: '^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$',
 })
 const BaseUrl = Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://' })
-/** Extra request headers (Azure's `api-version`, OpenRouter's `HTTP-Referer`, ...): HTTP token names. */
+/**
+ * Extra request headers (Azure's `api-version`, OpenRouter's `HTTP-Referer`, ...): HTTP token names.
+ * `additionalProperties: false`: a record's key pattern is a `patternProperties`, which alone lets
+ * any other name through unchecked (an empty one, a NUL, a number for its value).
+ */
 const ExtraHeaders = Type.Record(
   Type.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$" }),
   Type.String({ maxLength: 2048, pattern: '^[^\\u0000-\\u001f\\u007f]*$' }),
-  { maxProperties: CONNECTION_HEADERS_MAX },
+  { maxProperties: CONNECTION_HEADERS_MAX, additionalProperties: false },
 )
 
 /** A connection as answered: the key is never in it, only its last 4 characters (none for a key under 16). */
@@ -123,7 +127,8 @@ export const RunParams = Type.Object(
     ),
     presence_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2 })),
     frequency_penalty: Type.Optional(Type.Number({ minimum: -2, maximum: 2 })),
-    seed: Type.Optional(Type.Integer()),
+    /** Safe integers: 2^53 + 1 arrived as 2^53 (another seed), 1e308 went to the provider as 1e+308. */
+    seed: Type.Optional(Type.Integer({ minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
     tools: Type.Optional(Type.Array(ToolDefinition, { maxItems: 128 })),
     tool_choice: Type.Optional(
       Type.Union([
