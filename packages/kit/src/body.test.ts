@@ -29,6 +29,19 @@ describe('the one JSON body rule', () => {
     },
   )
 
+  it('refuses an object key containing U+0000 at any depth (MongoDB cannot store one): 400', () => {
+    for (const text of ['{"a\\u0000":1}', '{"config":{"x":[{"\\u0000":1}]}}']) {
+      expect(() => parseJsonBody(text), text).toThrow(
+        expect.objectContaining({
+          code: 'VALIDATION_ERROR',
+          details: [{ path: '/body', message: 'must not have a key containing U+0000' }],
+        }),
+      )
+    }
+    // In a value it is text like any other.
+    expect(parseJsonBody('{"a":"x\\u0000y","b":["\\u0000"]}')).toEqual({ a: 'x\u0000y', b: ['\u0000'] })
+  })
+
   it('refuses a body nested deeper than JSON_MAX_DEPTH with 400 VALIDATION_ERROR', () => {
     // 5,000 levels in a 10 KB body overflowed the stack when render echoed it back.
     const deep = (n: number) => `{"variables":{"x":${'['.repeat(n)}${']'.repeat(n)}}}`

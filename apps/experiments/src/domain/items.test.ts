@@ -78,6 +78,14 @@ describe('dataset uploads', () => {
     })
   })
 
+  it('JSONL: a line nested too deep, or with a key holding U+0000, is refused by its row (the JSON body rule)', () => {
+    const deep = `{"variables":{"x":${'['.repeat(100_000)}${']'.repeat(100_000)}}}`
+    for (const line of [deep, '{"variables":{"a":1},"metadata":{"\\u0000":1}}']) {
+      const err = failure(() => parseJsonlItems(Buffer.from(`{"variables":{"a":1}}\n${line}\n`), 10))
+      expect([err.code, err.details], line.slice(0, 40)).toMatchObject(['VALIDATION_ERROR', { row: 2 }])
+    }
+  })
+
   it('tells JSONL from CSV by name or type', () => {
     expect(isJsonl('a.jsonl', 'application/octet-stream')).toBe(true)
     expect(isJsonl('a.csv', 'application/jsonl')).toBe(true)

@@ -1,4 +1,5 @@
 import { AppError, type DatasetItemInput } from '@pm/contracts'
+import { JsonNulKeyError, JsonTooDeepError, parseJsonText } from '@pm/kit'
 import { CsvError, parse } from 'csv-parse/sync'
 
 /**
@@ -119,8 +120,11 @@ export function parseJsonlItems(file: Buffer, maxItems: number): DatasetItemInpu
     if (items.length >= maxItems) throw badRow(row, `too many rows: at most ${maxItems} fit in this dataset`)
     let value: unknown
     try {
-      value = JSON.parse(line)
+      // The JSON body rule: a line nested thousands deep overflowed the stack when it was stored
+      // (a 500), and one with a key holding U+0000 was kept (MongoDB refuses it).
+      value = parseJsonText(line)
     } catch (err) {
+      if (err instanceof JsonTooDeepError || err instanceof JsonNulKeyError) throw badRow(row, err.message)
       throw badRow(row, `not valid JSON: ${(err as Error).message}`)
     }
     const item = checkItem(value)

@@ -224,6 +224,14 @@ describe('prompt files', () => {
     expect(failure('a.prompt', bytes(`---\nconfig:\n  a: ${deep(100_000)}\n---\nhi`))).toMatch(/nested|YAML/)
   })
 
+  it('refuses a key containing U+0000 (written as an escape), in JSON and YAML alike', () => {
+    expect(failure('a.json', bytes('{"name":"x","template":"a","config":{"a\\u0000":1}}'))).toMatch(/U\+0000/)
+    expect(failure('a.prompt', bytes('---\nconfig:\n  "a\\0": 1\n---\nhi'))).toMatch(/U\+0000/)
+    expect(failure('a.prompty', bytes('---\nname: x\nmodel:\n  parameters:\n    "\\0": 1\n---\nhi'))).toMatch(
+      /U\+0000/,
+    )
+  })
+
   it('refuses bad files with a message', () => {
     expect(failure('a.prompt', bytes('---\nmodel: [unclosed\n---\nhi'))).toMatch(/not valid YAML/)
     expect(failure('a.prompt', bytes('---\n- a\n- b\n---\nhi'))).toMatch(/not an object/)

@@ -282,7 +282,11 @@ function exactNumbers(value: unknown, path: string, depth = 0): unknown {
     return value.map((v, i) => exactNumbers(v, `${path}/${i}`, depth + 1))
   } else if (isObject(value)) {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, exactNumbers(v, `${path}/${k}`, depth + 1)]),
+      Object.entries(value).map(([k, v]) => {
+        // As the JSON body rule (kit's parseJsonText): MongoDB cannot store such a key.
+        if (k.includes('\u0000')) throw new FileError(`${path}: a key contains U+0000`)
+        return [k, exactNumbers(v, `${path}/${k}`, depth + 1)]
+      }),
     )
   }
   return value
