@@ -2,6 +2,7 @@ import type { Evaluator } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
 import {
   compileEvaluators,
+  EVALUATOR_SCHEMA_MAX_BYTES,
   EvaluatorConfigError,
   evaluatorNames,
   type Judge,
@@ -148,6 +149,24 @@ describe('evaluators', () => {
         message: expect.stringContaining('$async'),
       }),
     )
+  })
+
+  it('json-schema: a schema past EVALUATOR_SCHEMA_MAX_BYTES or using uniqueItems is refused (either blocked the process)', () => {
+    const props = (n: number, pattern: string) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string', pattern }]))
+    expect(
+      compileEvaluators([{ type: 'json-schema', schema: { properties: props(100, '^a') } }]),
+    ).toHaveLength(1)
+    for (const schema of [
+      { properties: props(2_000, 'a{1,1000}') },
+      { enum: Array.from({ length: 100_000 }, (_, i) => i) },
+      { type: 'object', properties: { tags: { type: 'array', uniqueItems: true } } },
+    ]) {
+      const started = performance.now()
+      expect(() => compileEvaluators([{ type: 'json-schema', schema }])).toThrow(EvaluatorConfigError)
+      expect(performance.now() - started).toBeLessThan(1_000)
+    }
+    expect(EVALUATOR_SCHEMA_MAX_BYTES).toBe(16 * 1024)
   })
 
   it('json-schema: patterns run on RE2 (a catastrophic pattern answers, one RE2 cannot run is refused)', async () => {

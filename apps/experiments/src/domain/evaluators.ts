@@ -44,6 +44,26 @@ export class EvaluatorConfigError extends Error {
 /** The output a regex or a JSON parse is given at most (a bound on the work per unit). */
 export const EVALUATED_OUTPUT_MAX = 1_000_000
 
+/**
+ * A `json-schema` evaluator's schema, serialized, at most (a prompt's config has the same bound).
+ * Ajv compiles a schema on the event loop, at creation and again when the experiment runs:
+ * 20,000 properties took 27 s, an `enum` of 100,000 values 7 s, and the whole process (every
+ * service, in the embedded default) waited.
+ */
+export const EVALUATOR_SCHEMA_MAX_BYTES = 16 * 1024
+
+/** Whether `uniqueItems: true` is anywhere in `schema` (a loop: no recursion to overflow). */
+function usesUniqueItems(schema: unknown): boolean {
+  const stack: unknown[] = [schema]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (v === null || typeof v !== 'object') continue
+    if (!Array.isArray(v) && (v as Record<string, unknown>).uniqueItems === true) return true
+    for (const child of Object.values(v)) stack.push(child)
+  }
+  return false
+}
+
 /** Each evaluator's name: its own, else its type, with `-2`, `-3`... for repeats. */
 export function evaluatorNames(evaluators: readonly Evaluator[]): string[] {
   const taken = new Set<string>()
@@ -162,6 +182,19 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
         }
       }
     case 'json-schema': {
+      const bytes = Buffer.byteLength(JSON.stringify(e.schema), 'utf8')
+      if (bytes > EVALUATOR_SCHEMA_MAX_BYTES)
+        throw new EvaluatorConfigError(
+          index,
+          `schema must be at most ${EVALUATOR_SCHEMA_MAX_BYTES} bytes serialized (it is ${bytes})`,
+        )
+      // Ajv compares array items pairwise: a 100 KB output of distinct objects took 1.6 s, a 1 MB
+      // one minutes, all of it blocking the process.
+      if (usesUniqueItems(e.schema))
+        throw new EvaluatorConfigError(
+          index,
+          'schema must not use `uniqueItems`: its check takes time quadratic in the output',
+        )
       let validate: ValidateFunction
       try {
         validate = ajv.compile(e.schema)
