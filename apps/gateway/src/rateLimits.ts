@@ -54,8 +54,9 @@ export class RateLimits {
   }
 
   /**
-   * Throws RATE_LIMITED when the key has no point left, without consuming one. A limiter that
-   * cannot be read (Redis down and no insurance answer) lets the request through.
+   * Throws RATE_LIMITED when the key has no point left, without consuming one (a refusal all
+   * the same: `onRefused` is told). A limiter that cannot be read (Redis down and no insurance
+   * answer) lets the request through.
    */
   async assertLeft(name: string, key: string, points: number, duration: number): Promise<void> {
     const res = await this.limiter(name, points, duration)
@@ -63,6 +64,7 @@ export class RateLimits {
       .catch(() => null)
     if (res && res.consumedPoints >= points) {
       const o = outcome(name, points, duration, res)
+      this.onRefused?.(name)
       throw new AppError('RATE_LIMITED', 'too many requests', o, {
         'retry-after': String(o.resetSeconds),
         ...rateLimitHeaders(o),

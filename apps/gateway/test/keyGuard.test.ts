@@ -27,6 +27,16 @@ describe('failed API-key lookups per IP (issue 14, finding 9)', () => {
     await expect(guard.run('10.0.0.1', false, refused)).rejects.toMatchObject({ code: 'INVALID_CREDENTIALS' })
   })
 
+  it('reports every request it refuses to the refusal counter, as the other limits do', async () => {
+    const refusals: string[] = []
+    const guard = new KeyGuard(new RateLimits(undefined, (limiter) => refusals.push(limiter)), {
+      points: 3,
+      durationSeconds: 60,
+    })
+    for (let i = 0; i < 10; i++) await guard.run('10.0.0.4', true, refused).catch(() => {})
+    expect(refusals).toEqual(Array(7).fill('bad-key-ip'))
+  })
+
   it('does not count successes', async () => {
     const guard = new KeyGuard(new RateLimits(undefined), { points: 2, durationSeconds: 60 })
     for (let i = 0; i < 10; i++) {

@@ -13,8 +13,8 @@ const { createServer } = process.getBuiltinModule('node:http')
 /** Runs before each scrape: reads a state (a backlog, a connection) into a gauge or counter. */
 export type Collector = () => Promise<void> | void
 
-/** The gateway's rate limiters (apps/gateway/src/limits.ts), each a `limiter` label value. */
-export const RATE_LIMITERS = ['login-ip', 'login-email', 'public-ip', 'api-key'] as const
+/** The gateway's rate limiters (apps/gateway/src/limits.ts, keyGuard.ts), each a `limiter` label value. */
+export const RATE_LIMITERS = ['login-ip', 'login-email', 'public-ip', 'api-key', 'bad-key-ip'] as const
 
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
