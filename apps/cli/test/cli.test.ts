@@ -515,6 +515,28 @@ describe('pm (in process, against a fake gateway)', () => {
     }
     expect(existsSync(dataDir)).toBe(false)
   })
+
+  it('init refuses a name the routes would refuse (blank, control characters), before opening the store', async () => {
+    const dataDir = join(dir, 'init-names')
+    const base = ['init', '--email', 'a@b.co', '--password', 'long-enough-1']
+    for (const [flags, field] of [
+      [['--org-name', '   '], 'orgName'],
+      [['--org-name', 'Acme', '--name', 'Ada\u0007'], 'name'],
+      [['--org-name', 'Acme', '--key-name', 'ci\nkey'], 'keyName'],
+      [['--org-name', 'A\u2028cme'], 'orgName'],
+    ] as const) {
+      const err = capture()
+      const code = await run([...base, ...flags], {
+        stdout: capture(),
+        stderr: err,
+        env: { ...env(), DATA_DIR: dataDir },
+      })
+      expect(code, flags.join(' ')).toBe(2)
+      expect(err.text()).toContain(`error: bootstrap: ${field}: must match pattern`)
+      expect(err.text()).not.toContain('long-enough-1')
+    }
+    expect(existsSync(dataDir)).toBe(false)
+  })
 })
 
 describe('pieces', () => {

@@ -100,6 +100,20 @@ describe('cancel', () => {
   })
 })
 
+describe('names', () => {
+  it('are stored trimmed, as prompts and identity store theirs (dataset create and update, experiment)', async () => {
+    const org = newId()
+    const d = await service.createDataset(org, { name: '  reviews  ', items: [{ variables: { q: 1 } }] })
+    expect(d.name).toBe('reviews')
+    expect((await service.updateDataset(org, d._id, { name: ' reviews v2\u00a0' })).name).toBe('reviews v2')
+    const { experimentId } = await service.createExperiment(callerOf(org), org, {
+      ...body(d._id),
+      name: '  nightly ',
+    })
+    expect((await service.getExperiment(org, experimentId)).name).toBe('nightly')
+  })
+})
+
 describe('a dataset deleted while an experiment on it is created', () => {
   it('answers NOT_FOUND and creates nothing', async () => {
     const org = newId()

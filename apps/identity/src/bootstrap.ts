@@ -1,4 +1,13 @@
-import type { Organization, Scope } from '@pm/contracts'
+import {
+  AppError,
+  CreateApiKeyRequest,
+  CreateOrganizationRequest,
+  type Organization,
+  RegisterRequest,
+  type Scope,
+} from '@pm/contracts'
+import { ConfigError, loadConfig } from '@pm/kit'
+import { Type } from '@sinclair/typebox'
 import { loadIdentityCliConfig } from './config.ts'
 import { publicOrganization } from './domain/views.ts'
 import { IdentityService, NO_BROADCAST } from './services/identity.ts'
@@ -25,6 +34,27 @@ export interface BootstrapOutcome {
   apiKey: { _id: string; key?: string; scopes: Scope[]; created: boolean } | null
 }
 
+/** The rules of the register, create-organization and create-key routes, for bootstrap's input. */
+const BootstrapInputSchema = Type.Object({
+  email: RegisterRequest.properties.email,
+  password: RegisterRequest.properties.password,
+  name: Type.Optional(RegisterRequest.properties.name),
+  orgName: CreateOrganizationRequest.properties.name,
+  keyName: Type.Optional(CreateApiKeyRequest.properties.name),
+})
+
+/** 400 VALIDATION_ERROR naming the first input a route would refuse (the password never shown). */
+function checkInput(input: BootstrapInput): void {
+  const { email, password, name, orgName, apiKey } = input
+  const values = { email, password, name, orgName, keyName: apiKey?.name }
+  try {
+    loadConfig(BootstrapInputSchema, values)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    throw new AppError('VALIDATION_ERROR', err.message.replace(/^invalid configuration: /, 'bootstrap: '))
+  }
+}
+
 /**
  * Identity's first-install step, the one the BOOTSTRAP_* settings run at start-up: the admin
  * user and the organization (unless the user exists), and optionally the first API key. Reads
@@ -35,6 +65,7 @@ export async function bootstrapIdentity(
   env: Record<string, string | undefined>,
   input: BootstrapInput,
 ): Promise<BootstrapOutcome> {
+  checkInput(input)
   const config = loadIdentityCliConfig(env)
   const store = await openIdentityStore(config)
   try {

@@ -1,3 +1,4 @@
+import { CreateOrganizationRequest, Email, RegisterRequest } from '@pm/contracts'
 import { auditRelaySettings, busSettings, commonSettings, loadConfig, storeSettings } from '@pm/kit'
 import { type Static, Type } from '@sinclair/typebox'
 
@@ -22,10 +23,11 @@ export const IdentityConfigSchema = Type.Object({
   REFRESH_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 300, default: 30 * 86_400 }),
   AUTH_ALLOW_SIGNUP: Type.Boolean({ default: false }),
   ...passwordSettings,
-  BOOTSTRAP_ADMIN_EMAIL: Type.Optional(Type.String({ format: 'email' })),
-  BOOTSTRAP_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8 })),
-  BOOTSTRAP_ADMIN_NAME: Type.Optional(Type.String({ minLength: 1 })),
-  BOOTSTRAP_ORG_NAME: Type.Optional(Type.String({ minLength: 1 })),
+  // The rules of the register and create-organization routes (the contract's schemas).
+  BOOTSTRAP_ADMIN_EMAIL: Type.Optional(Email),
+  BOOTSTRAP_ADMIN_PASSWORD: Type.Optional(RegisterRequest.properties.password),
+  BOOTSTRAP_ADMIN_NAME: Type.Optional(RegisterRequest.properties.name),
+  BOOTSTRAP_ORG_NAME: Type.Optional(CreateOrganizationRequest.properties.name),
 })
 export type IdentityConfig = Static<typeof IdentityConfigSchema>
 

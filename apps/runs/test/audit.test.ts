@@ -42,6 +42,23 @@ async function entriesOf(org: string): Promise<AuditEntry[]> {
   return (await store.pendingAudit(1_000)).filter((e) => e.organizationId === org)
 }
 
+describe('connection names', () => {
+  it('are stored trimmed, on create and on update', async () => {
+    const org = newId()
+    const connections = new Connections({
+      store,
+      secrets: new SecretBox(randomBytes(32)),
+      egress,
+      maxPerOrganization: 5,
+    })
+    const c = await connections.create(org, { name: '  local  ', provider: 'openai', apiKey: KEY })
+    expect(c.name).toBe('local')
+    expect((await connections.update(org, c._id, { name: '\tnot a tab inside ' })).name).toBe(
+      'not a tab inside',
+    )
+  })
+})
+
 describe('connection changes in the audit log', () => {
   it('writes one entry per change, with the actor, resource, request and address', async () => {
     const org = newId()

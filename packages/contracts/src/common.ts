@@ -22,6 +22,26 @@ export const PAGE_NUMBER_MAX = 100_000
  */
 export const SearchText = Type.String({ maxLength: 200, pattern: '^[^\\u0000-\\u001f\\u007f]*$' })
 
+/**
+ * What a name may hold (prompts, tags, organizations, users, keys, connections, datasets,
+ * experiments): one line to show, so no control characters (C0, DEL, C1) and no line or paragraph
+ * separators, and not blank (at least one character that is not white space). Written without
+ * look-arounds so that every JSON Schema validator reads it the same; its backtracking is bounded
+ * by the length limit, which validators check first.
+ */
+const NOT_SHOWN = '\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029'
+export const DISPLAY_NAME_PATTERN = `^[^${NOT_SHOWN}]*[^\\s${NOT_SHOWN}][^${NOT_SHOWN}]*$`
+
+/** A name of at most `maxLength` characters (DISPLAY_NAME_PATTERN). */
+export const DisplayName = (maxLength: number, options: { description?: string } = {}) =>
+  Type.String({ minLength: 1, maxLength, pattern: DISPLAY_NAME_PATTERN, ...options })
+
+const DISPLAY_NAME_RE = new RegExp(DISPLAY_NAME_PATTERN, 'u')
+/** The same rule for values read outside a route's schema (CSV rows, bootstrap input). */
+export function isDisplayName(value: string, maxLength: number): boolean {
+  return value.length >= 1 && value.length <= maxLength && DISPLAY_NAME_RE.test(value)
+}
+
 export const PageQuery = {
   page: Type.Integer({ minimum: 1, maximum: PAGE_NUMBER_MAX, default: 1 }),
   limit: Type.Integer({ minimum: 1, maximum: PAGE_MAX, default: PAGE_DEFAULT }),

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
+import { DisplayName, Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
 import { EnvironmentName, Slug } from './prompts.ts'
 
 /** Datasets and experiments (DESIGN section 14). */
@@ -13,7 +13,7 @@ export const EXPERIMENT_VARIANTS_MAX = 5
 export const EXPERIMENT_EVALUATORS_MAX = 10
 export const EXPERIMENT_CONCURRENCY_MAX = 16
 
-const Name = Type.String({ minLength: 1, maxLength: 200 })
+const Name = DisplayName(200)
 const Description = Type.String({ maxLength: 2000 })
 /** A JSON object of at most a few KiB is enforced by the service (the body limit covers the rest). */
 const JsonObject = Type.Record(Type.String(), Type.Unknown())

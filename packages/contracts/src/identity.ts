@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { ObjectId, Timestamp } from './common.ts'
+import { DisplayName, ObjectId, Timestamp } from './common.ts'
 
 export const SCOPES = [
   'prompts:read',
@@ -115,7 +115,7 @@ export type RateLimitSetting = Static<typeof RateLimitSetting>
 
 export const CreateApiKeyRequest = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' }),
+    name: DisplayName(100),
     scopes: Type.Array(Type.Ref(Scope), { minItems: 1, uniqueItems: true }),
     expiresAt: Type.Optional(Timestamp),
     rateLimit: Type.Optional(Type.Ref(RateLimitSetting)),
@@ -125,7 +125,7 @@ export const CreateApiKeyRequest = Type.Object(
 export type CreateApiKeyRequest = Static<typeof CreateApiKeyRequest>
 
 export const RenameApiKeyRequest = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' }) },
+  { name: DisplayName(100) },
   { $id: 'RenameApiKeyRequest', additionalProperties: false },
 )
 export type RenameApiKeyRequest = Static<typeof RenameApiKeyRequest>
@@ -161,7 +161,7 @@ export const RegisterRequest = Type.Object(
   {
     email: Email,
     password: Type.String({ minLength: 8, maxLength: 1024 }),
-    name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }),
+    name: DisplayName(200),
     cookie: CookieMode,
   },
   { $id: 'RegisterRequest', additionalProperties: false },
@@ -169,7 +169,7 @@ export const RegisterRequest = Type.Object(
 export type RegisterRequest = Static<typeof RegisterRequest>
 
 export const CreateOrganizationRequest = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }) },
+  { name: DisplayName(200) },
   { $id: 'CreateOrganizationRequest', additionalProperties: false },
 )
 
@@ -212,7 +212,7 @@ export type LogoutRequest = Static<typeof LogoutRequest>
 
 export const UpdateOrganizationRequest = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' })),
+    name: Type.Optional(DisplayName(200)),
     /** OWNER/ADMIN only (DESIGN section 15). */
     protectedEnvironments: Type.Optional(
       Type.Array(Type.Union([Type.Literal('preview'), Type.Literal('production')]), { uniqueItems: true }),

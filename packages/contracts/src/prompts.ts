@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { ObjectId, PageQuery, Pagination, SearchText, Timestamp } from './common.ts'
+import { DisplayName, ObjectId, PageQuery, Pagination, SearchText, Timestamp } from './common.ts'
 import { PromptReference } from './composition.ts'
 
 export const TEMPLATE_MAX = 100_000
@@ -124,8 +124,8 @@ export const PromptWithStale = Type.Composite(
   { $id: 'PromptWithStale' },
 )
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' })
-const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 50 }), { maxItems: 50, uniqueItems: true })
+const Name = DisplayName(200)
+const Tags = Type.Array(DisplayName(50), { maxItems: 50, uniqueItems: true })
 
 export const CreatePromptRequest = Type.Object(
   {

@@ -1,5 +1,5 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox'
-import { Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
+import { DisplayName, Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
 import { EnvironmentName, RenderedMessage } from './prompts.ts'
 
 // ---- Runs: provider connections and calling a model (DESIGN section 13)
@@ -57,7 +57,7 @@ export type Connection = Static<typeof Connection>
 
 export const CreateConnectionRequest = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: CONNECTION_NAME_MAX }),
+    name: DisplayName(CONNECTION_NAME_MAX),
     provider: Type.Ref(ProviderName),
     baseUrl: Type.Optional(BaseUrl),
     apiKey: Type.String({ minLength: 1, maxLength: API_KEY_MAX, pattern: '^[\\u0021-\\u007e]+$' }),
@@ -70,7 +70,7 @@ export type CreateConnectionRequest = Static<typeof CreateConnectionRequest>
 
 export const UpdateConnectionRequest = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: CONNECTION_NAME_MAX })),
+    name: Type.Optional(DisplayName(CONNECTION_NAME_MAX)),
     /** null: back to the provider's own API. */
     baseUrl: Type.Optional(Nullable(BaseUrl)),
     apiKey: Type.Optional(
@@ -94,13 +94,16 @@ export const ConnectionParams = Type.Object(
   { additionalProperties: false },
 )
 
+/** A function's name, as OpenAI's API takes it (and Anthropic's, after translation). */
+const ToolName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })
+
 /** A tool the model may call (OpenAI's function shape; translated for Anthropic). */
 const ToolDefinition = Type.Object(
   {
     type: Type.Optional(Type.Literal('function')),
     function: Type.Object(
       {
-        name: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+        name: ToolName,
         description: Type.Optional(Type.String({ maxLength: 4096 })),
         parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
       },
@@ -138,10 +141,8 @@ export const RunParams = Type.Object(
         Type.Object(
           {
             type: Type.Literal('function'),
-            function: Type.Object(
-              { name: Type.String({ minLength: 1, maxLength: 64 }) },
-              { additionalProperties: false },
-            ),
+            // The same names as the tools' (a name no tool can have was sent to the provider).
+            function: Type.Object({ name: ToolName }, { additionalProperties: false }),
           },
           { additionalProperties: false },
         ),

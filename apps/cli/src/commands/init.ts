@@ -1,4 +1,4 @@
-import { Email } from '@pm/contracts'
+import { AppError, Email } from '@pm/contracts'
 import { bootstrapIdentity } from '@pm/identity'
 import { ConfigError, loadConfig } from '@pm/kit'
 import { type Context, parse, parseScopes, readPassword, required, UsageError } from '../context.ts'
@@ -54,6 +54,10 @@ export async function initCommand(ctx: Context, args: string[]): Promise<number>
     name: values.name,
     orgName,
     ...(values['key-name'] ? { apiKey: { name: values['key-name'], scopes } } : {}),
+  }).catch((err: unknown) => {
+    // A name the routes would refuse (blank, control characters, too long): the caller's input.
+    if (err instanceof AppError && err.code === 'VALIDATION_ERROR') throw new UsageError(err.message)
+    throw err
   })
   const { organization, apiKey: key } = result
   const keyName = values['key-name']

@@ -111,7 +111,7 @@ export class ExperimentsService {
     const record: DatasetRecord = {
       _id: newId(),
       organizationId,
-      name: body.name.trim() || body.name,
+      name: body.name.trim(),
       description: body.description ?? '',
       itemCount: 0,
       createdAt: now,
@@ -148,16 +148,17 @@ export class ExperimentsService {
     audit?: AuditContext,
   ): Promise<Dataset> {
     const patch = {
-      ...(body.name !== undefined ? { name: body.name } : {}),
+      ...(body.name !== undefined ? { name: body.name.trim() } : {}),
       ...(body.description !== undefined ? { description: body.description } : {}),
       updatedAt: new Date().toISOString(),
     }
     const current = audit ? await this.dataset(organizationId, id) : undefined
     const entries = this.audit(audit, organizationId, 'dataset.updated', { type: 'dataset', id }, () => {
       const said: string[] = []
-      if (body.name !== undefined && body.name !== current?.name) said.push(`renamed from "${current?.name}"`)
+      if (patch.name !== undefined && patch.name !== current?.name)
+        said.push(`renamed from "${current?.name}"`)
       if (body.description !== undefined) said.push('description changed')
-      return `updated the dataset "${body.name ?? current?.name}"${said.length > 0 ? `: ${said.join('; ')}` : ''}`
+      return `updated the dataset "${patch.name ?? current?.name}"${said.length > 0 ? `: ${said.join('; ')}` : ''}`
     })
     const d = await this.opts.store.updateDataset(organizationId, id, patch, entries)
     if (!d) throw new AppError('NOT_FOUND', 'dataset not found')
@@ -337,7 +338,7 @@ export class ExperimentsService {
     const experiment: ExperimentRecord = {
       _id: newId(),
       organizationId,
-      name: body.name,
+      name: body.name.trim(),
       datasetId: dataset._id,
       variants: body.variants,
       connectionId: body.connectionId,

@@ -323,6 +323,16 @@ describe('parsePromptCsv', () => {
     ])
   })
 
+  it('yields a row error for a name or tag with control characters, as the create route refuses them', async () => {
+    const csv = 'name,template,tags\n"a\u0007b",t,\n"multi\nline",t,\nok,t,"x;y\u0000"\nfine,t,"x; y"\n'
+    expect((await collect(csv)).map((r) => (r.ok ? r.value.tags : r.message))).toEqual([
+      'name has control characters',
+      'name has control characters',
+      'a tag has control characters',
+      ['x', 'y'],
+    ])
+  })
+
   it('yields a row error for an over-long name, template, description or tags', async () => {
     const long = 'x'.repeat(130_000) // also past csv-parse's default record size limit
     const rows = await collect(

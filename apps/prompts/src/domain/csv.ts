@@ -1,5 +1,12 @@
 import { pipeline } from 'node:stream/promises'
-import { AppError, type ChatMessage, type PromptConfig, type PromptType, TEMPLATE_MAX } from '@pm/contracts'
+import {
+  AppError,
+  type ChatMessage,
+  isDisplayName,
+  type PromptConfig,
+  type PromptType,
+  TEMPLATE_MAX,
+} from '@pm/contracts'
 import { JsonTooDeepError, parseJsonText } from '@pm/kit'
 import { CsvError, parse } from 'csv-parse'
 import { parseMessages } from './content.ts'
@@ -168,6 +175,7 @@ function toRow(row: number, cell: (c: Column) => string): CsvRow {
   const problems: string[] = []
   if (name === '') problems.push('name is required')
   else if (name.length > NAME_MAX) problems.push(`name is longer than ${NAME_MAX} characters`)
+  else if (!isDisplayName(name, NAME_MAX)) problems.push('name has control characters')
   const type: PromptType | undefined =
     typeCell === '' || typeCell === 'text' ? 'text' : typeCell === 'chat' ? 'chat' : undefined
   let messages: ChatMessage[] | undefined
@@ -192,7 +200,7 @@ function toRow(row: number, cell: (c: Column) => string): CsvRow {
   const longTag = tags.find((t) => t.length > TAG_MAX)
   if (longTag !== undefined) {
     problems.push(`tag "${longTag.slice(0, 20)}…" is longer than ${TAG_MAX} characters`)
-  }
+  } else if (tags.some((t) => !isDisplayName(t, TAG_MAX))) problems.push('a tag has control characters')
   if (problems.length > 0) return { row, ok: false, message: problems.join('; ') }
   // The template is kept as written: leading and trailing whitespace can be part of a prompt.
   const content =

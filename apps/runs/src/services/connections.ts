@@ -133,7 +133,7 @@ export class Connections {
     const record: ConnectionRecord = {
       _id: id,
       organizationId,
-      name: body.name,
+      name: body.name.trim(),
       provider: body.provider,
       baseUrl,
       sealedKey: secrets.seal(body.apiKey, id),
@@ -166,7 +166,7 @@ export class Connections {
     const existing = await store.getConnection(organizationId, id)
     if (!existing) throw new AppError('NOT_FOUND', 'connection not found')
     const patch: ConnectionPatch = { updatedAt: new Date().toISOString() }
-    if (body.name !== undefined) patch.name = body.name
+    if (body.name !== undefined) patch.name = body.name.trim()
     if (body.baseUrl !== undefined) {
       if (body.baseUrl === null && existing.provider === 'openai-compatible') {
         throw new AppError('VALIDATION_ERROR', 'an openai-compatible connection needs baseUrl', [
