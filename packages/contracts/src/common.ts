@@ -42,6 +42,21 @@ export function isDisplayName(value: string, maxLength: number): boolean {
   return value.length >= 1 && value.length <= maxLength && DISPLAY_NAME_RE.test(value)
 }
 
+/**
+ * Control characters that text (templates, messages, descriptions, change logs) may not hold: the
+ * C0 controls other than tab, line feed and carriage return, and DEL. The rule prompt files are
+ * read by, so that whatever a route stores can be written to a file and read back.
+ */
+export const TEXT_CONTROL_CHARACTERS = '\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f'
+
+/** Text of at most `maxLength` characters, without TEXT_CONTROL_CHARACTERS. */
+export const Text = (maxLength: number) =>
+  Type.String({ maxLength, pattern: `^[^${TEXT_CONTROL_CHARACTERS}]*$` })
+
+const TEXT_CONTROL_RE = new RegExp(`[${TEXT_CONTROL_CHARACTERS}]`)
+/** Where the first character that text may not hold is, or -1 (CSV rows and prompt files). */
+export const textControlAt = (text: string): number => text.search(TEXT_CONTROL_RE)
+
 export const PageQuery = {
   page: Type.Integer({ minimum: 1, maximum: PAGE_NUMBER_MAX, default: 1 }),
   limit: Type.Integer({ minimum: 1, maximum: PAGE_MAX, default: PAGE_DEFAULT }),

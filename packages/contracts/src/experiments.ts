@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { DisplayName, Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
+import { DisplayName, Text, Nullable, ObjectId, PageQuery, Pagination, Timestamp } from './common.ts'
 import { EnvironmentName, Slug } from './prompts.ts'
 
 /** Datasets and experiments (DESIGN section 14). */
@@ -14,7 +14,7 @@ export const EXPERIMENT_EVALUATORS_MAX = 10
 export const EXPERIMENT_CONCURRENCY_MAX = 16
 
 const Name = DisplayName(200)
-const Description = Type.String({ maxLength: 2000 })
+const Description = Text(2000)
 /** A JSON object of at most a few KiB is enforced by the service (the body limit covers the rest). */
 const JsonObject = Type.Record(Type.String(), Type.Unknown())
 

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { DisplayName, ObjectId, PageQuery, Pagination, SearchText, Timestamp } from './common.ts'
+import { DisplayName, Text, ObjectId, PageQuery, Pagination, SearchText, Timestamp } from './common.ts'
 import { PromptReference } from './composition.ts'
 
 export const TEMPLATE_MAX = 100_000
@@ -31,7 +31,7 @@ export const SLUG_MAX_LENGTH = 100
 
 /** One message of a chat prompt: a role and its content, a `{{name}}` template. */
 export const TemplateMessage = Type.Object(
-  { role: Type.Ref(MessageRole), content: Type.String({ maxLength: TEMPLATE_MAX }) },
+  { role: Type.Ref(MessageRole), content: Text(TEMPLATE_MAX) },
   { $id: 'TemplateMessage', additionalProperties: false },
 )
 export type TemplateMessage = Static<typeof TemplateMessage>
@@ -84,8 +84,8 @@ export const VariableInput = Type.Object(
   {
     name: Type.String({ pattern: VARIABLE_NAME_PATTERN, maxLength: 200 }),
     required: Type.Optional(Type.Boolean()),
-    description: Type.Optional(Type.String({ maxLength: 1000 })),
-    defaultValue: Type.Optional(Type.String({ maxLength: TEMPLATE_MAX })),
+    description: Type.Optional(Text(1000)),
+    defaultValue: Type.Optional(Text(TEMPLATE_MAX)),
   },
   { $id: 'VariableInput', additionalProperties: false },
 )
@@ -133,12 +133,12 @@ export const CreatePromptRequest = Type.Object(
     name: Name,
     /** Default: derived from the name. */
     slug: Type.Optional(Slug),
-    description: Type.Optional(Type.String({ maxLength: 2000 })),
+    description: Type.Optional(Text(2000)),
     tags: Type.Optional(Tags),
     /** Default text; fixed once the prompt exists. */
     type: Type.Optional(Type.Ref(PromptType)),
     /** Required for a text prompt; not accepted for a chat prompt (derived from `messages`). */
-    template: Type.Optional(Type.String({ maxLength: TEMPLATE_MAX })),
+    template: Type.Optional(Text(TEMPLATE_MAX)),
     /** Required for a chat prompt (1 to 100); not accepted for a text prompt. */
     messages: Type.Optional(ChatMessages),
     variables: Type.Optional(Type.Array(Type.Ref(VariableInput), { maxItems: 1000 })),
@@ -154,11 +154,11 @@ export const UpdatePromptRequest = Type.Object(
     name: Type.Optional(Name),
     /** A rename keeps the slug; this changes it. */
     slug: Type.Optional(Slug),
-    description: Type.Optional(Type.String({ maxLength: 2000 })),
+    description: Type.Optional(Text(2000)),
     tags: Type.Optional(Tags),
     /** Accepted only when it is the prompt's type already (the type is fixed). */
     type: Type.Optional(Type.Ref(PromptType)),
-    template: Type.Optional(Type.String({ maxLength: TEMPLATE_MAX })),
+    template: Type.Optional(Text(TEMPLATE_MAX)),
     messages: Type.Optional(ChatMessages),
     variables: Type.Optional(Type.Array(Type.Ref(VariableInput), { maxItems: 1000 })),
     // Null first: with type coercion on, ajv would turn null into {} for an object branch tried first.
@@ -243,7 +243,7 @@ export const VersionList = Type.Object(
 export const PublishRequest = Type.Object(
   {
     organizationId: Type.Optional(ObjectId),
-    changeLog: Type.Optional(Type.String({ maxLength: CHANGELOG_MAX })),
+    changeLog: Type.Optional(Text(CHANGELOG_MAX)),
   },
   { $id: 'PublishRequest', additionalProperties: false },
 )
@@ -444,9 +444,9 @@ export const UpdateVariableRequest = Type.Object(
     required: Type.Optional(Type.Boolean()),
     // Null first: with type coercion on, ajv would turn null into "" for a string branch tried first.
     /** null removes the description. */
-    description: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 1000 })])),
+    description: Type.Optional(Type.Union([Type.Null(), Text(1000)])),
     /** null removes the default value. */
-    defaultValue: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: TEMPLATE_MAX })])),
+    defaultValue: Type.Optional(Type.Union([Type.Null(), Text(TEMPLATE_MAX)])),
   },
   { $id: 'UpdateVariableRequest', additionalProperties: false },
 )

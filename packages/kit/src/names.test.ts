@@ -7,6 +7,8 @@ import {
   DISPLAY_NAME_PATTERN,
   DisplayName,
   isDisplayName,
+  Text,
+  textControlAt,
 } from '@pm/contracts'
 import { type TSchema, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
@@ -34,24 +36,33 @@ const BAD = [
 ]
 
 /** Each string schema under a property named `name` (or the items of `tags`) in a route's body. */
-function nameSchemas(schema: TSchema, byId: Map<string, TSchema>, path: string, out: [string, TSchema][]) {
+function nameSchemas(
+  schema: TSchema,
+  byId: Map<string, TSchema>,
+  path: string,
+  out: [string, TSchema][],
+  fields: readonly string[] = ['name', 'tags'],
+) {
   const s = schema as Record<string, unknown>
   if (typeof s.$ref === 'string') {
     const target = byId.get(s.$ref)
-    if (target) nameSchemas(target, byId, path, out)
+    if (target) nameSchemas(target, byId, path, out, fields)
     return
   }
   for (const key of ['anyOf', 'oneOf', 'allOf'] as const) {
-    for (const sub of (s[key] as TSchema[] | undefined) ?? []) nameSchemas(sub, byId, path, out)
+    for (const sub of (s[key] as TSchema[] | undefined) ?? []) nameSchemas(sub, byId, path, out, fields)
   }
-  if (s.items) nameSchemas(s.items as TSchema, byId, `${path}[]`, out)
+  if (s.items) nameSchemas(s.items as TSchema, byId, `${path}[]`, out, fields)
   const properties = (s.properties ?? {}) as Record<string, TSchema>
   for (const [key, value] of Object.entries(properties)) {
     const v = value as Record<string, unknown>
-    if ((key === 'name' && v.type === 'string') || (key === 'tags' && v.type === 'array')) {
-      out.push([`${path}.${key}`, key === 'tags' ? (v.items as TSchema) : value])
+    if (fields.includes(key) && (v.type === 'string' || v.type === 'array')) {
+      out.push([`${path}.${key}`, v.type === 'array' ? (v.items as TSchema) : value])
     }
-    nameSchemas(value, byId, `${path}.${key}`, out)
+    for (const branch of (v.anyOf as Record<string, unknown>[] | undefined) ?? []) {
+      if (fields.includes(key) && branch.type === 'string') out.push([`${path}.${key}`, branch as TSchema])
+    }
+    nameSchemas(value, byId, `${path}.${key}`, out, fields)
   }
 }
 
@@ -137,6 +148,52 @@ describe('names (one line, not blank: DISPLAY_NAME_PATTERN)', () => {
       expect(pattern, path).toBeDefined()
       const re = new RegExp(pattern as string, 'u')
       for (const bad of ['   ', 'a\u0007', 'a\nb', 'a\u2028b'])
+        expect(re.test(bad), `${path} ${JSON.stringify(bad)}`).toBe(false)
+    }
+  })
+
+  it('text (templates, messages, descriptions, change logs) keeps tab and line breaks and refuses the other controls', () => {
+    for (const [text, ok] of [
+      ['Hello {{name}},\n\tthanks.\r\n', true],
+      ['Ünïcödé 名前 🎉 \u0085\u2028', true],
+      ['a\u0000b', false],
+      ['\u001b[31mred', false],
+      ['bell\u0007', false],
+      ['del\u007f', false],
+      ['vt\u000b', false],
+    ] as const) {
+      expect(Value.Check(Text(100), text), JSON.stringify(text)).toBe(ok)
+      expect(textControlAt(text) < 0, JSON.stringify(text)).toBe(ok)
+    }
+    const byId = new Map(ALL_SCHEMAS.flatMap((s) => (s.$id ? [[s.$id, s] as const] : [])))
+    const found: [string, TSchema][] = []
+    const fields = ['template', 'content', 'description', 'changeLog', 'defaultValue']
+    for (const [id, route] of Object.entries(API_ROUTES)) {
+      const body = (route as { body?: TSchema }).body
+      if (body) nameSchemas(body, byId, id, found, fields)
+    }
+    const paths = new Set(found.map(([path]) => path))
+    for (const expected of [
+      'createPrompt.template',
+      'createPrompt.messages[].content',
+      'createPrompt.description',
+      'createPrompt.variables[].defaultValue',
+      'updatePrompt.template',
+      'publishPrompt.changeLog',
+      'updateVariable.description',
+      'updateVariable.defaultValue',
+      'createDataset.description',
+    ]) {
+      expect(paths.has(expected), `${expected} in ${[...paths].join(', ')}`).toBe(true)
+    }
+    for (const [path, schema] of found) {
+      // Tools' descriptions are the model's business (OpenAI's shape), not text this service shows.
+      if (path.includes('.tools[]')) continue
+      const pattern = (schema as { pattern?: string }).pattern
+      expect(pattern, path).toBeDefined()
+      const re = new RegExp(pattern as string, 'u')
+      expect(re.test('a\tb\r\nc'), path).toBe(true)
+      for (const bad of ['a\u0000', '\u001b[0m', 'x\u007f'])
         expect(re.test(bad), `${path} ${JSON.stringify(bad)}`).toBe(false)
     }
   })

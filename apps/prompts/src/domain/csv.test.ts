@@ -333,6 +333,16 @@ describe('parsePromptCsv', () => {
     ])
   })
 
+  it('yields a row error for text with control characters (tab and line breaks are text)', async () => {
+    const csv =
+      'name,template,description\na,"hi\u0000",\nb,t,"note\u001b[0m"\nc,"line\r\n\tindented","two\nlines"\n'
+    expect((await collect(csv)).map((r) => (r.ok ? r.value.template : r.message))).toEqual([
+      'template has control characters',
+      'description has control characters',
+      'line\r\n\tindented',
+    ])
+  })
+
   it('yields a row error for an over-long name, template, description or tags', async () => {
     const long = 'x'.repeat(130_000) // also past csv-parse's default record size limit
     const rows = await collect(

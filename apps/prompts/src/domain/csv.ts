@@ -3,6 +3,7 @@ import {
   AppError,
   type ChatMessage,
   isDisplayName,
+  textControlAt,
   type PromptConfig,
   type PromptType,
   TEMPLATE_MAX,
@@ -195,6 +196,10 @@ function toRow(row: number, cell: (c: Column) => string): CsvRow {
   if (problem) problems.push(problem)
   if (description.length > DESCRIPTION_MAX) {
     problems.push(`description is longer than ${DESCRIPTION_MAX} characters`)
+  }
+  // What the create route refuses in text (templates, messages, descriptions).
+  for (const column of ['template', 'messages', 'description'] as const) {
+    if (textControlAt(cell(column)) >= 0) problems.push(`${column} has control characters`)
   }
   if (tags.length > TAGS_MAX) problems.push(`more than ${TAGS_MAX} tags`)
   const longTag = tags.find((t) => t.length > TAG_MAX)

@@ -13,6 +13,7 @@ import {
   PromptType,
   type PromptType as PromptKind,
   TemplateMessage,
+  textControlAt,
   type Variable,
   type VariableInput,
   VariableInput as VariableInputSchema,
@@ -235,10 +236,6 @@ export function exportFile(src: ExportSource, format: FileFormat): string {
 
 // ---------------------------------------------------------------- import
 
-/** Tab, line feed and carriage return are text; the other C0 controls and DEL are not. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to find them
-const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/
-
 function decode(bytes: Uint8Array): string {
   let text: string
   try {
@@ -247,7 +244,8 @@ function decode(bytes: Uint8Array): string {
     throw new FileError('the file is not UTF-8 text')
   }
   if (text.startsWith('\uFEFF')) text = text.slice(1)
-  const at = text.search(CONTROL)
+  // Tab, line feed and carriage return are text; the other C0 controls and DEL are not (as in routes).
+  const at = textControlAt(text)
   if (at >= 0) {
     const line = text.slice(0, at).split('\n').length
     throw new FileError(
