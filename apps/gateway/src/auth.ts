@@ -50,6 +50,12 @@ export class Authenticator {
   private readonly inflight = new Map<string, Promise<ResolvedApiKey | null>>()
   private readonly memberships: LRUCache<string, MembershipInfo>
   private readonly verified = new LRUCache<string, VerifiedToken>({ max: 10_000, ttl: VERIFIED_TOKEN_TTL_MS })
+  /**
+   * When each membership last changed (a sequence number, not a time): a lookup that was in
+   * flight when its broadcast arrived must not cache the answer it got from before the change.
+   */
+  private readonly membershipChanges = new LRUCache<string, number>({ max: 50_000, ttl: 10 * 60_000 })
+  private membershipSeq = 0
   /** Hashes revoked while a lookup was in flight must not be cached by it. */
   private readonly revokedHashes = new LRUCache<string, true>({ max: 10_000, ttl: 10 * 60_000 })
   /** API-key lookups answered from the cache, and those that asked identity (metrics read these). */
@@ -160,15 +166,26 @@ export class Authenticator {
     if (cached) return cached
     // Only ACTIVE answers are cached (and dropped by the membership broadcast): a refusal is
     // asked again, so a member who was just added is let in on the very next request.
-    const m = await this.identity.membership(organizationId, userId, requestId)
-    if (m?.status !== 'ACTIVE') return null
-    this.memberships.set(cacheKey, m)
-    return m
+    let m: MembershipInfo | null = null
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const asked = this.membershipSeq
+      m = await this.identity.membership(organizationId, userId, requestId)
+      // Changed while identity was asked (a removal, say): that answer may predate the change,
+      // so it is asked once more and, if it changed again meanwhile, used but not cached.
+      const changed = (this.membershipChanges.get(cacheKey) ?? 0) > asked
+      if (!changed) {
+        if (m?.status === 'ACTIVE') this.memberships.set(cacheKey, m)
+        break
+      }
+    }
+    return m?.status === 'ACTIVE' ? m : null
   }
 
   /** Called when identity changes or ends a membership: the next request asks again. */
   membershipChanged(organizationId: string, userId: string): void {
-    this.memberships.delete(`${organizationId}:${userId}`)
+    const cacheKey = `${organizationId}:${userId}`
+    this.membershipChanges.set(cacheKey, ++this.membershipSeq)
+    this.memberships.delete(cacheKey)
   }
 
   /** Called when any replica revokes a key. */
