@@ -313,3 +313,74 @@ describe('history and rollback', () => {
     )
   })
 })
+
+describe('two saves of one draft at once: neither writes back what the other changed', () => {
+  /** Runs `between` once, after the next save has read the draft and before it writes. */
+  function landBetween(between: () => Promise<unknown>) {
+    const original = t.store.updatePrompt.bind(t.store)
+    let pending = true
+    const spy = vi.spyOn(t.store, 'updatePrompt').mockImplementation(async (...args) => {
+      if (pending) {
+        pending = false
+        await between()
+      }
+      return original(...args)
+    })
+    let calls = 0
+    return {
+      calls: () => calls,
+      restore: () => {
+        calls = spy.mock.calls.length
+        spy.mockRestore()
+      },
+    }
+  }
+  const patch = (id: string, url: string, payload: Record<string, unknown>) =>
+    t.app.inject({ method: 'PATCH', url: `/api/v1/prompts/${id}${url}`, headers: t.as(), payload })
+
+  it('two variables changed at once both stay changed', async () => {
+    const { prompt } = await promptWithVersions(0)
+    await patch(prompt._id, '', { template: 'Hi {{a}} and {{b}}' })
+    const race = landBetween(() => patch(prompt._id, '/variables/b', { description: 'from B' }))
+    const a = await patch(prompt._id, '/variables/a', { required: false })
+    race.restore()
+    expect(a.statusCode, a.body).toBe(200)
+    // A's first write found the draft changed by B, read it again and wrote once more.
+    expect(race.calls()).toBe(3)
+    const variables = a.json<Prompt>().variables
+    expect(variables.find((v) => v.name === 'a')).toMatchObject({ required: false })
+    expect(variables.find((v) => v.name === 'b')).toMatchObject({ description: 'from B' })
+  })
+
+  it('a change of variables only keeps the template another save wrote meanwhile', async () => {
+    const { prompt } = await promptWithVersions(0)
+    const race = landBetween(() => patch(prompt._id, '', { template: 'Saved by B {{name}}' }))
+    const a = await patch(prompt._id, '', { variables: [{ name: 'name', description: 'who' }] })
+    race.restore()
+    expect(a.statusCode, a.body).toBe(200)
+    expect(a.json<Prompt>()).toMatchObject({
+      template: 'Saved by B {{name}}',
+      variables: [{ name: 'name', description: 'who' }],
+    })
+  })
+
+  it('answers 409 CONFLICT when the draft keeps changing, and 404 when it went', async () => {
+    const { prompt } = await promptWithVersions(0)
+    const original = t.store.updatePrompt.bind(t.store)
+    // Every write finds the draft changed since it was read.
+    let other = Date.now() + 60_000
+    const spy = vi.spyOn(t.store, 'updatePrompt').mockImplementation(async (...args) => {
+      await original(args[0], args[1], { updatedAt: new Date(++other).toISOString() })
+      return original(...args)
+    })
+    const busy = await patch(prompt._id, '', { description: 'never' })
+    spy.mockRestore()
+    expect([busy.statusCode, busy.json().error.code]).toEqual([409, 'CONFLICT'])
+    const race = landBetween(() =>
+      t.app.inject({ method: 'DELETE', url: `/api/v1/prompts/${prompt._id}`, headers: t.as() }),
+    )
+    const gone = await patch(prompt._id, '', { description: 'late' })
+    race.restore()
+    expect([gone.statusCode, gone.json().error.code]).toEqual([404, 'NOT_FOUND'])
+  })
+})

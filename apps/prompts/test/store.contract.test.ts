@@ -218,6 +218,55 @@ for (const backend of backends) {
       expect(await s.listVersions(p._id, 'version')).toEqual([])
     })
 
+    it('updates only the draft the caller read when it names its updatedAt, with or without events', async () => {
+      const s = await open()
+      const stale = {
+        _id: newId(),
+        subject: 'x',
+        msgId: 'stale',
+        payload: {},
+        createdAt: now(),
+        sentAt: null,
+      }
+      const p = prompt(newId())
+      await s.createPrompt(p)
+      const read = await s.getPrompt(p.organizationId, p._id)
+      if (!read) throw new Error('not created')
+      const first = await s.updatePrompt(
+        p.organizationId,
+        p._id,
+        { name: 'A', updatedAt: '2030-01-01T00:00:00.001Z' },
+        undefined,
+        read.updatedAt,
+      )
+      expect(first).toMatchObject({ name: 'A' })
+      // Read before that write: refused (null), nothing written, no event.
+      for (const events of [undefined, () => [stale]]) {
+        expect(
+          await s.updatePrompt(
+            p.organizationId,
+            p._id,
+            { name: 'B', updatedAt: '2030-01-01T00:00:00.002Z' },
+            events,
+            read.updatedAt,
+          ),
+        ).toBeNull()
+      }
+      expect(await s.getPrompt(p.organizationId, p._id)).toMatchObject({
+        name: 'A',
+        updatedAt: '2030-01-01T00:00:00.001Z',
+      })
+      expect((await s.pendingOutbox(100)).filter((o) => o.msgId === 'stale')).toEqual([])
+      const second = await s.updatePrompt(
+        p.organizationId,
+        p._id,
+        { name: 'C', updatedAt: '2030-01-01T00:00:00.003Z' },
+        () => [],
+        '2030-01-01T00:00:00.001Z',
+      )
+      expect(second).toMatchObject({ name: 'C' })
+    })
+
     it('sets one environment pin without touching the other', async () => {
       const s = await open()
       const p = prompt(newId())

@@ -129,6 +129,16 @@ export function buildPublished(
 }
 
 /**
+ * Now, or a millisecond after `previous` when the clock has not passed it: every write of a
+ * draft changes its updatedAt, which the next read-modify-write compares against.
+ */
+function laterThan(previous: string): string {
+  const before = Date.parse(previous)
+  const now = Date.now()
+  return new Date(Number.isFinite(before) && now <= before ? before + 1 : now).toISOString()
+}
+
+/**
  * Prompt operations shared by the routes: slug allocation, publish and fork with their
  * outbox events, and the change broadcasts that keep render's caches true. Every move
  * that changes what render would resolve (publish, promote, unpublish, visibility,
@@ -342,9 +352,38 @@ export class PromptsService {
     /** Change the slug even when other prompts include this one (they then answer INVALID_REFERENCE). */
     force = false,
   ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
-    const current = await this.get(organizationId, id)
+    return this.unchangedSinceRead(organizationId, id, (current) =>
+      this.updateFrom(current, body, audit, force),
+    )
+  }
+
+  /**
+   * Runs a read-modify-write of one prompt's draft until it lands on the draft it read: `write`
+   * gets the prompt as read and answers null when the store found it changed since (another
+   * save, say, between the read and the write; its fields would otherwise be written back as
+   * they were read). A few tries, then 409 CONFLICT; 404 when the prompt is gone.
+   */
+  private async unchangedSinceRead<T>(
+    organizationId: string,
+    id: string,
+    write: (current: PromptRecord) => Promise<T | null>,
+  ): Promise<T> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const done = await write(await this.get(organizationId, id))
+      if (done !== null) return done
+    }
+    throw new AppError('CONFLICT', 'the prompt kept changing while this change was made: try again')
+  }
+
+  private async updateFrom(
+    current: PromptRecord,
+    body: UpdatePromptRequest,
+    audit: AuditContext | undefined,
+    force: boolean,
+  ): Promise<{ prompt: PromptRecord; staleVariables?: string[] } | null> {
+    const { organizationId, _id: id } = current
     checkTypeUnchanged(current.type, body.type)
-    const patch: PromptPatch = { updatedAt: new Date().toISOString() }
+    const patch: PromptPatch = { updatedAt: laterThan(current.updatedAt) }
     if (body.name !== undefined) patch.name = body.name.trim()
     if (body.slug !== undefined && body.slug !== current.slug) {
       // Prompts that include this one name it by its slug: 409 listing them, unless forced.
@@ -410,12 +449,13 @@ export class PromptsService {
               ]
             }
           : undefined
-      updated = await this.store.updatePrompt(organizationId, current._id, patch, events)
+      updated = await this.store.updatePrompt(organizationId, current._id, patch, events, current.updatedAt)
     } catch (err) {
       if (err instanceof DuplicateSlugError && patch.slug !== undefined) throw slugTaken(patch.slug)
       throw err
     }
-    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    // Changed since it was read (or gone: the next read says 404).
+    if (!updated) return null
     if (audit) this.onOutboxWritten()
     if (patch.isPublic !== undefined && patch.isPublic !== current.isPublic) {
       this.onOutboxWritten()
@@ -447,7 +487,18 @@ export class PromptsService {
     body: UpdateVariableRequest,
     audit?: AuditContext,
   ): Promise<PromptRecord> {
-    const current = await this.get(organizationId, id)
+    return this.unchangedSinceRead(organizationId, id, (current) =>
+      this.updateVariableFrom(current, name, body, audit),
+    )
+  }
+
+  private async updateVariableFrom(
+    current: PromptRecord,
+    name: string,
+    body: UpdateVariableRequest,
+    audit: AuditContext | undefined,
+  ): Promise<PromptRecord | null> {
+    const { organizationId, _id: id } = current
     const index = current.variables.findIndex((v) => v.name === name)
     const existing = current.variables[index]
     if (!existing) throw new AppError('NOT_FOUND', `variable ${name} not found`)
@@ -461,7 +512,7 @@ export class PromptsService {
     const updated = await this.store.updatePrompt(
       organizationId,
       id,
-      { variables, updatedAt: new Date().toISOString() },
+      { variables, updatedAt: laterThan(current.updatedAt) },
       audit
         ? (_before, after) =>
             auditRow(
@@ -472,8 +523,10 @@ export class PromptsService {
               `updated variable ${name} of ${after.slug}`,
             )
         : undefined,
+      current.updatedAt,
     )
-    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    // Another write came first (or the prompt is gone): read again.
+    if (!updated) return null
     if (audit) this.onOutboxWritten()
     return updated
   }

@@ -338,6 +338,7 @@ export class MongoPromptStore implements PromptStore {
     id: string,
     patch: PromptPatch,
     events?: ChangeEvents,
+    expectedUpdatedAt?: string,
   ): Promise<PromptRecord | null> {
     const { config, ...rest } = patch
     const $set: Record<string, unknown> = Object.fromEntries(
@@ -346,16 +347,21 @@ export class MongoPromptStore implements PromptStore {
     if (config) $set.config = config
     const update: UpdateFilter<PromptRecord> = { $set }
     if (config === null) update.$unset = { config: '' }
+    // With expectedUpdatedAt, only the draft the caller read (compare-and-set on updatedAt).
+    const filter: Filter<PromptRecord> =
+      expectedUpdatedAt === undefined
+        ? { _id: id, organizationId }
+        : { _id: id, organizationId, updatedAt: expectedUpdatedAt }
     return unique(DuplicateSlugError, async () => {
       if (!events) {
         return promptOrNull(
-          await this.prompts.findOneAndUpdate({ _id: id, organizationId }, update, {
+          await this.prompts.findOneAndUpdate(filter, update, {
             returnDocument: 'after',
           }),
         )
       }
       return await this.inTransaction(async (session) => {
-        const before = await this.prompts.findOneAndUpdate({ _id: id, organizationId }, update, {
+        const before = await this.prompts.findOneAndUpdate(filter, update, {
           returnDocument: 'before',
           session,
         })

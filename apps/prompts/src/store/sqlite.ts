@@ -521,6 +521,7 @@ export class SqlitePromptStore implements PromptStore {
     id: string,
     patch: PromptPatch,
     events?: ChangeEvents,
+    expectedUpdatedAt?: string,
   ): Promise<PromptRecord | null> {
     const columns: Record<string, (v: unknown) => SQLInputValue> = {
       name: (v) => s(v),
@@ -546,9 +547,10 @@ export class SqlitePromptStore implements PromptStore {
     }
     const write = (): PromptRecord | null => {
       const before = events ? this.findPrompt(organizationId, id) : null
+      const unchanged = expectedUpdatedAt === undefined ? '' : ' AND updated_at = ?'
       const result = this.db
-        .prepare(`UPDATE prompts SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`)
-        .run(...params, id, organizationId)
+        .prepare(`UPDATE prompts SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?${unchanged}`)
+        .run(...params, id, organizationId, ...(expectedUpdatedAt === undefined ? [] : [expectedUpdatedAt]))
       if (result.changes === 0) return null
       const after = this.findPrompt(organizationId, id)
       if (after && events && before) for (const o of events(before, after)) this.insertOutbox(o)

@@ -250,14 +250,16 @@ export interface PromptStore {
   listPublic(search: string | undefined, page: Page): Promise<{ prompts: PromptRecord[]; total: number }>
   getPromptBySlug(organizationId: string, slug: string): Promise<PromptRecord | null>
   /**
-   * Null when the prompt is not in the workspace. With `events`, the events it builds are
-   * written to the outbox atomically with the change.
+   * Null when the prompt is not in the workspace, or, with `expectedUpdatedAt`, when its
+   * `updatedAt` is no longer that (another write came between the caller's read and this one).
+   * With `events`, the events it builds are written to the outbox atomically with the change.
    */
   updatePrompt(
     organizationId: string,
     id: string,
     patch: PromptPatch,
     events?: ChangeEvents,
+    expectedUpdatedAt?: string,
   ): Promise<PromptRecord | null>
   /**
    * Removes the prompt and its versions, with the event `event` builds from the removed prompt
