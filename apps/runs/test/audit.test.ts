@@ -37,6 +37,12 @@ const deployKey: AuditContext = {
   ip: '198.51.100.9',
 }
 
+/** The connections service on this file's store, a fresh sealing key, at most 5 a workspace. */
+const connectionsOf = (
+  opts: { onAudit?: (entries: AuditEntry[]) => void; maxPerOrganization?: number } = {},
+) =>
+  new Connections({ store, secrets: new SecretBox(randomBytes(32)), egress, maxPerOrganization: 5, ...opts })
+
 /** What the outbox holds for this organization, oldest first. */
 async function entriesOf(org: string): Promise<AuditEntry[]> {
   return (await store.pendingAudit(1_000)).filter((e) => e.organizationId === org)
@@ -45,12 +51,7 @@ async function entriesOf(org: string): Promise<AuditEntry[]> {
 describe('connection names', () => {
   it('are stored trimmed, on create and on update', async () => {
     const org = newId()
-    const connections = new Connections({
-      store,
-      secrets: new SecretBox(randomBytes(32)),
-      egress,
-      maxPerOrganization: 5,
-    })
+    const connections = connectionsOf()
     const c = await connections.create(org, { name: '  local  ', provider: 'openai', apiKey: KEY })
     expect(c.name).toBe('local')
     expect((await connections.update(org, c._id, { name: '\tnot a tab inside ' })).name).toBe(
@@ -63,13 +64,7 @@ describe('connection changes in the audit log', () => {
   it('writes one entry per change, with the actor, resource, request and address', async () => {
     const org = newId()
     const onAudit = vi.fn()
-    const connections = new Connections({
-      store,
-      secrets: new SecretBox(randomBytes(32)),
-      egress,
-      maxPerOrganization: 5,
-      onAudit,
-    })
+    const connections = connectionsOf({ onAudit })
     const c = await connections.create(
       org,
       {
@@ -111,12 +106,7 @@ describe('connection changes in the audit log', () => {
 
   it('never holds a secret: no key, no key hint, no header value, no URL path', async () => {
     const org = newId()
-    const connections = new Connections({
-      store,
-      secrets: new SecretBox(randomBytes(32)),
-      egress,
-      maxPerOrganization: 5,
-    })
+    const connections = connectionsOf()
     const c = await connections.create(
       org,
       {
@@ -147,12 +137,7 @@ describe('connection changes in the audit log', () => {
 
   it('writes none for a refused change, nor without an actor', async () => {
     const org = newId()
-    const connections = new Connections({
-      store,
-      secrets: new SecretBox(randomBytes(32)),
-      egress,
-      maxPerOrganization: 1,
-    })
+    const connections = connectionsOf({ maxPerOrganization: 1 })
     // Validation: an openai-compatible connection without a base URL, a base URL refused.
     await expect(
       connections.create(org, { name: 'x', provider: 'openai-compatible', apiKey: KEY }, ada),

@@ -66,6 +66,17 @@ function nameSchemas(
   }
 }
 
+/** The fields named `fields` in every route's body, as `route.path` and the string schema. */
+function routeFields(fields?: readonly string[]): { found: [string, TSchema][]; paths: Set<string> } {
+  const byId = new Map(ALL_SCHEMAS.flatMap((s) => (s.$id ? [[s.$id, s] as const] : [])))
+  const found: [string, TSchema][] = []
+  for (const [id, route] of Object.entries(API_ROUTES)) {
+    const body = (route as { body?: TSchema }).body
+    if (body) nameSchemas(body, byId, id, found, fields)
+  }
+  return { found, paths: new Set(found.map(([path]) => path)) }
+}
+
 describe('names (one line, not blank: DISPLAY_NAME_PATTERN)', () => {
   let app: Service
   const secret = 's'.repeat(32)
@@ -116,13 +127,7 @@ describe('names (one line, not blank: DISPLAY_NAME_PATTERN)', () => {
   })
 
   it('every name and tag a route takes follows the rule (a new route with a bare string fails here)', () => {
-    const byId = new Map(ALL_SCHEMAS.flatMap((s) => (s.$id ? [[s.$id, s] as const] : [])))
-    const found: [string, TSchema][] = []
-    for (const [id, route] of Object.entries(API_ROUTES)) {
-      const body = (route as { body?: TSchema }).body
-      if (body) nameSchemas(body, byId, id, found)
-    }
-    const paths = new Set(found.map(([path]) => path))
+    const { found, paths } = routeFields()
     for (const expected of [
       'createPrompt.name',
       'createPrompt.tags',
@@ -165,14 +170,7 @@ describe('names (one line, not blank: DISPLAY_NAME_PATTERN)', () => {
       expect(Value.Check(Text(100), text), JSON.stringify(text)).toBe(ok)
       expect(textControlAt(text) < 0, JSON.stringify(text)).toBe(ok)
     }
-    const byId = new Map(ALL_SCHEMAS.flatMap((s) => (s.$id ? [[s.$id, s] as const] : [])))
-    const found: [string, TSchema][] = []
-    const fields = ['template', 'content', 'description', 'changeLog', 'defaultValue']
-    for (const [id, route] of Object.entries(API_ROUTES)) {
-      const body = (route as { body?: TSchema }).body
-      if (body) nameSchemas(body, byId, id, found, fields)
-    }
-    const paths = new Set(found.map(([path]) => path))
+    const { found, paths } = routeFields(['template', 'content', 'description', 'changeLog', 'defaultValue'])
     for (const expected of [
       'createPrompt.template',
       'createPrompt.messages[].content',
