@@ -38,9 +38,7 @@ const deployKey: AuditContext = {
 }
 
 /** The connections service on this file's store, a fresh sealing key, at most 5 a workspace. */
-const connectionsOf = (
-  opts: { onAudit?: (entries: AuditEntry[]) => void; maxPerOrganization?: number } = {},
-) =>
+const connectionsOf = (opts: { onAudit?: () => void; maxPerOrganization?: number } = {}) =>
   new Connections({ store, secrets: new SecretBox(randomBytes(32)), egress, maxPerOrganization: 5, ...opts })
 
 /** What the outbox holds for this organization, oldest first. */
