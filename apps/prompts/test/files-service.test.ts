@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { MemoryBus } from '@pm/bus'
 import type { CallerContext, ExportManifest } from '@pm/contracts'
 import { newId } from '@pm/kit'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { readArchive, writeArchive } from '../src/domain/archive.ts'
 import { PromptFiles, type Upload } from '../src/services/files.ts'
 import { StaticOrgSettings } from '../src/services/orgSettings.ts'
@@ -193,4 +193,46 @@ describe('workspace export and import', () => {
       expect.objectContaining({ file: 'old.tar.gz/manifest.json', slug: 'manifest', action: 'create' }),
     ])
   })
+})
+
+describe('push with the revisions pulled (expect): a save made after the check is not overwritten', () => {
+  /** Pulls a prompt, then pushes its file with a new template, `between` landing in the store call named. */
+  async function pushWith(method: 'getPrompt' | 'updatePrompt') {
+    const org = newId()
+    const created = await service.create(org, user, {
+      name: 'pushed',
+      slug: 'pushed',
+      template: 'Hello {{name}}',
+    })
+    const pulled = await files.exportOne(org, created._id, {})
+    const original = store[method].bind(store) as (...args: unknown[]) => Promise<unknown>
+    let pending = true
+    // getPrompt: before the push's write reads the draft (after its plan checked the revision);
+    // updatePrompt: between that read and the write.
+    const between = async (...args: unknown[]) => {
+      if (pending) {
+        pending = false
+        await service.update(org, created._id, { description: 'saved meanwhile' })
+      }
+      return original(...args)
+    }
+    const spy = vi.spyOn(store, method).mockImplementation(between as never)
+    const plan = await files.importFiles(
+      org,
+      { _id: user },
+      [{ name: pulled.filename, bytes: Buffer.from(pulled.text.replace('Hello', 'Hi')) }],
+      { dryRun: false, publish: false, expect: { pushed: pulled.revision }, caller: caller(org, 'ADMIN') },
+    )
+    spy.mockRestore()
+    return { plan, after: await service.get(org, created._id) }
+  }
+
+  for (const method of ['getPrompt', 'updatePrompt'] as const) {
+    it(`refuses the file when the save lands ${method === 'getPrompt' ? 'before the write reads the draft' : 'between that read and the write'}`, async () => {
+      const { plan, after } = await pushWith(method)
+      expect(plan.items[0]).toMatchObject({ slug: 'pushed', action: 'error' })
+      expect(plan.items[0]?.message).toMatch(/changed on the server since it was pulled/)
+      expect(after).toMatchObject({ description: 'saved meanwhile', template: 'Hello {{name}}' })
+    })
+  }
 })

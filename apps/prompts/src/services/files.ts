@@ -431,7 +431,7 @@ export class PromptFiles {
     organizationId: string,
     author: Author,
     step: Step,
-    { publish, caller, audit }: ImportOptions,
+    { publish, caller, audit, expect }: ImportOptions,
   ): Promise<ImportPlanItem> {
     const { item, prompt: file, existing } = step
     if (!file || item.action === 'error') return item
@@ -468,7 +468,28 @@ export class PromptFiles {
           variables: file.variables,
           config: file.config ?? null,
         }
-        record = (await this.service.update(organizationId, existing._id, patch, audit)).prompt
+        // The plan checked the expected revision on `existing`: the write lands on that draft
+        // only (a save made since would otherwise be overwritten past the check).
+        const checked = expect[file.slug] !== undefined
+        try {
+          record = (
+            await this.service.update(
+              organizationId,
+              existing._id,
+              patch,
+              audit,
+              false,
+              checked ? existing.updatedAt : undefined,
+            )
+          ).prompt
+        } catch (err) {
+          if (!(checked && err instanceof AppError && err.code === 'CONFLICT')) throw err
+          return {
+            ...item,
+            action: 'error',
+            message: 'the prompt changed on the server since it was pulled: pull again',
+          }
+        }
       }
     } catch (err) {
       if (!(err instanceof AppError)) throw err

@@ -351,9 +351,17 @@ export class PromptsService {
     audit?: AuditContext,
     /** Change the slug even when other prompts include this one (they then answer INVALID_REFERENCE). */
     force = false,
+    /**
+     * The draft's updatedAt when the caller checked it (`pm push`'s revision): written only onto
+     * that draft, else 409 CONFLICT, with no retry on a newer one.
+     */
+    checkedAt?: string,
   ): Promise<{ prompt: PromptRecord; staleVariables?: string[] }> {
-    return this.unchangedSinceRead(organizationId, id, (current) =>
-      this.updateFrom(current, body, audit, force),
+    return this.unchangedSinceRead(
+      organizationId,
+      id,
+      (current) => this.updateFrom(current, body, audit, force),
+      checkedAt,
     )
   }
 
@@ -361,15 +369,22 @@ export class PromptsService {
    * Runs a read-modify-write of one prompt's draft until it lands on the draft it read: `write`
    * gets the prompt as read and answers null when the store found it changed since (another
    * save, say, between the read and the write; its fields would otherwise be written back as
-   * they were read). A few tries, then 409 CONFLICT; 404 when the prompt is gone.
+   * they were read). A few tries, then 409 CONFLICT; 404 when the prompt is gone. With
+   * `checkedAt` (the updatedAt of the draft the caller's own check was made on) there is no
+   * retry onto another draft: 409 CONFLICT as soon as the draft is not that one.
    */
   private async unchangedSinceRead<T>(
     organizationId: string,
     id: string,
     write: (current: PromptRecord) => Promise<T | null>,
+    checkedAt?: string,
   ): Promise<T> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const done = await write(await this.get(organizationId, id))
+      const current = await this.get(organizationId, id)
+      if (checkedAt !== undefined && current.updatedAt !== checkedAt) {
+        throw new AppError('CONFLICT', 'the prompt changed since it was read: read it again')
+      }
+      const done = await write(current)
       if (done !== null) return done
     }
     throw new AppError('CONFLICT', 'the prompt kept changing while this change was made: try again')
