@@ -383,4 +383,32 @@ describe('two saves of one draft at once: neither writes back what the other cha
     race.restore()
     expect([gone.statusCode, gone.json().error.code]).toEqual([404, 'NOT_FOUND'])
   })
+
+  it('a restore in the same millisecond as the draft it replaces is not undone by a save that read that draft', async () => {
+    const { prompt, versions } = await promptWithVersions(1)
+    const draft = (await patch(prompt._id, '', { template: 'Draft {{name}}' })).json<Prompt>()
+    // The restore's clock reads the draft's updatedAt (a write in the same millisecond, or a
+    // replica whose clock is a little behind): only a later updatedAt tells the save it changed.
+    const race = landBetween(async () => {
+      vi.useFakeTimers({ toFake: ['Date'] })
+      vi.setSystemTime(Date.parse(draft.updatedAt))
+      try {
+        return await t.app.inject({
+          method: 'POST',
+          url: `/api/v1/prompts/${prompt._id}/versions/${versions[0]?._id}/restore`,
+          headers: t.as(),
+          payload: {},
+        })
+      } finally {
+        vi.useRealTimers()
+      }
+    })
+    const a = await patch(prompt._id, '', { variables: [{ name: 'name', description: 'who' }] })
+    race.restore()
+    expect(a.statusCode, a.body).toBe(200)
+    expect(a.json<Prompt>()).toMatchObject({
+      template: 'v1 {{name}}',
+      variables: [{ name: 'name', description: 'who' }],
+    })
+  })
 })

@@ -619,7 +619,17 @@ export class PromptsService {
     versionId: string,
     audit?: AuditContext,
   ): Promise<PromptRecord> {
-    const prompt = await this.get(organizationId, id)
+    return this.unchangedSinceRead(organizationId, id, (current) =>
+      this.restoreFrom(current, versionId, audit),
+    )
+  }
+
+  private async restoreFrom(
+    prompt: PromptRecord,
+    versionId: string,
+    audit: AuditContext | undefined,
+  ): Promise<PromptRecord | null> {
+    const { organizationId, _id: id } = prompt
     const version = await this.version(prompt, versionId)
     // The checks of a save (PATCH): what the version includes may have changed since, and
     // restoring it can close a cycle.
@@ -636,7 +646,8 @@ export class PromptsService {
         ...(version.type === 'chat' && version.messages ? { messages: version.messages } : {}),
         variables: version.variables,
         config: version.config ?? null,
-        updatedAt: new Date().toISOString(),
+        // Later than the draft read: a save that read it before finds it changed, and reads again.
+        updatedAt: laterThan(prompt.updatedAt),
       },
       audit
         ? (_before, after) =>
@@ -648,8 +659,10 @@ export class PromptsService {
               `restored the draft of ${after.slug} from v${version.version}`,
             )
         : undefined,
+      prompt.updatedAt,
     )
-    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    // Another write came first (or the prompt is gone): read again.
+    if (!updated) return null
     if (audit) this.onOutboxWritten()
     return updated
   }
