@@ -247,7 +247,6 @@ export class Webhooks {
     const current = await this.subscription(organizationId, id)
     if (input.url !== undefined) await this.checkUrl(input.url)
     const now = new Date().toISOString()
-    const reactivated = input.active === true && !current.active
     const said: string[] = []
     if (input.url !== undefined) said.push(`target ${targetOf(input.url)}`)
     if (input.events !== undefined) said.push(`events ${input.events.join(', ')}`)
@@ -266,7 +265,9 @@ export class Webhooks {
         ...(input.url !== undefined ? { url: input.url } : {}),
         ...(input.events !== undefined ? { events: input.events } : {}),
         ...(input.active !== undefined ? { active: input.active } : {}),
-        ...(reactivated ? { disabledAt: null, disabledReason: null } : {}),
+        // Switched on: no reason it was switched off stays, whatever `current` said (the worker
+        // may have switched it off after it was read).
+        ...(input.active === true ? { disabledAt: null, disabledReason: null } : {}),
         updatedAt: now,
       },
       entries,

@@ -341,14 +341,21 @@ export class DeliveryWorker {
       )
     }
     if (decision.disable) {
-      await store.updateSubscription(sub.organizationId, sub._id, {
-        active: false,
-        disabledAt: iso(now),
-        disabledReason: GONE_REASON,
-        updatedAt: iso(now),
-      })
-      await store.failPending(sub._id, `${DISABLED_REASON} (${GONE_REASON})`, iso(now))
-      log.warn({ webhookId: sub._id }, 'webhook disabled: the receiver answered 410 Gone')
+      // Only while it still sends to the URL that answered 410 and is on: a new URL, or a switch
+      // made while the attempt was out, stands.
+      const disabled = await store.updateSubscription(
+        sub.organizationId,
+        sub._id,
+        { active: false, disabledAt: iso(now), disabledReason: GONE_REASON, updatedAt: iso(now) },
+        [],
+        { url: sub.url, active: true },
+      )
+      if (disabled) {
+        await store.failPending(sub._id, `${DISABLED_REASON} (${GONE_REASON})`, iso(now))
+        log.warn({ webhookId: sub._id }, 'webhook disabled: the receiver answered 410 Gone')
+      } else {
+        log.info({ webhookId: sub._id }, 'webhook answered 410 Gone but changed meanwhile; left as it is')
+      }
     }
     if (decision.nextAttemptAt) this.wakeAt(decision.nextAttemptAt)
   }

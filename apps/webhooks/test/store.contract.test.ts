@@ -266,6 +266,36 @@ for (const backend of backends) {
       expect(cleared).toMatchObject({ active: true, disabledAt: null, disabledReason: null })
     })
 
+    it('updates a subscription only while its url and active are the expected ones, when named', async () => {
+      const s = await open()
+      const org = newId()
+      const a = subscription(org)
+      await s.createSubscription(a)
+      const off = { active: false, disabledAt: at(5), disabledReason: 'gone', updatedAt: at(5) }
+      // Another URL, or switched off meanwhile: nothing written, no audit entry.
+      const entry = {
+        id: newId(),
+        at: at(5),
+        organizationId: org,
+        actor: { type: 'user' as const, id: newId(), name: 'someone' },
+        action: 'webhook.updated' as const,
+        resource: { type: 'webhook', id: a._id },
+        summary: 'not written',
+        requestId: 'r',
+        ip: '127.0.0.1',
+      }
+      expect(
+        await s.updateSubscription(org, a._id, off, [entry], { url: 'https://x.example.com/', active: true }),
+      ).toBeNull()
+      expect(await s.updateSubscription(org, a._id, off, [], { url: a.url, active: false })).toBeNull()
+      expect(await s.getSubscription(org, a._id)).toEqual(a)
+      expect((await s.pendingAudit(100)).filter((e) => e.id === entry.id)).toEqual([])
+      expect(await s.updateSubscription(org, a._id, off, [], { url: a.url, active: true })).toEqual({
+        ...a,
+        ...off,
+      })
+    })
+
     it('creates one delivery per (event, subscription), however often it is asked', async () => {
       const s = await open()
       const org = newId()

@@ -4,11 +4,13 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { newId, SecretBox } from '@pm/kit'
+import { WebhookReceiver } from '@pm/testkit'
 import type { FastifyBaseLogger } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { generateSecret } from '../src/domain/signature.ts'
 import { SqliteWebhookStore } from '../src/store/sqlite.ts'
 import type { DeliveryRecord, SubscriptionRecord } from '../src/store/types.ts'
+import { Webhooks } from '../src/webhooks.ts'
 import { DeliveryWorker, INTERRUPTED_REASON } from '../src/worker.ts'
 
 const quiet = { info: () => {}, warn: () => {}, error: () => {} } as unknown as FastifyBaseLogger
@@ -115,5 +117,120 @@ describe('DeliveryWorker.stop', () => {
       await worker.stop()
       await store.close()
     }
+  })
+})
+
+describe('a 410 Gone and a change of the subscription at once', () => {
+  let receiver: WebhookReceiver
+  let store: SqliteWebhookStore
+  let worker: DeliveryWorker
+  let webhooks: Webhooks
+  const secrets = new SecretBox(SecretBox.generateKey())
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start()
+    store = new SqliteWebhookStore(join(mkdtempSync(join(tmpdir(), 'pm-webhooks-gone-')), 'webhooks.db'))
+    // Never started: each attempt is made by the test.
+    const common = { store, secrets, log: quiet, allowPrivate: true }
+    worker = new DeliveryWorker({
+      ...common,
+      timeoutMs: 5_000,
+      retryScale: 1,
+      pollMs: 60_000,
+      concurrency: 1,
+    })
+    webhooks = new Webhooks({ ...common, worker, maxPerOrganization: 10 })
+  })
+  afterAll(async () => {
+    await store.close()
+    await receiver.close()
+  })
+
+  /** An active subscription to `path`, which answers 410, and a delivery to it leased to the test. */
+  async function gone(path: string) {
+    receiver.script(path, [410])
+    const now = new Date().toISOString()
+    const id = newId()
+    const sub: SubscriptionRecord = {
+      _id: id,
+      organizationId: newId(),
+      url: `${receiver.base}${path}`,
+      events: ['version.published'],
+      active: true,
+      secret: secrets.seal(generateSecret(), id),
+      createdAt: now,
+      updatedAt: now,
+      disabledAt: null,
+      disabledReason: null,
+    }
+    await store.createSubscription(sub)
+    const lease = worker.newLease(Date.now())
+    const delivery = (leased: boolean): DeliveryRecord => ({
+      _id: newId(),
+      organizationId: sub.organizationId,
+      subscriptionId: id,
+      eventId: newId(),
+      eventType: 'version.published',
+      body: '{}',
+      status: 'PENDING',
+      attemptCount: 0,
+      roundStart: 0,
+      nextAttemptAt: now,
+      leaseToken: leased ? lease.token : null,
+      leaseUntil: leased ? lease.leaseUntil : null,
+      lastStatusCode: null,
+      lastError: null,
+      createdAt: now,
+      updatedAt: now,
+      deliveredAt: null,
+    })
+    const attempted = delivery(true)
+    const waiting = delivery(false)
+    await store.createDeliveries([attempted, waiting])
+    return { sub, waiting, attempt: () => worker.attempt(attempted, sub, lease.token, { retries: true }) }
+  }
+
+  /** Runs `between` once, at the next updateSubscription, before it writes. */
+  function landBetween(between: () => Promise<unknown>) {
+    const original = store.updateSubscription.bind(store)
+    let pending = true
+    const spy = vi.spyOn(store, 'updateSubscription').mockImplementation(async (...args) => {
+      if (pending) {
+        pending = false
+        await between()
+      }
+      return original(...args)
+    })
+    return () => spy.mockRestore()
+  }
+
+  it('a new URL saved while the attempt was out stays on, its waiting deliveries with it', async () => {
+    const { sub, waiting, attempt } = await gone('/gone-moved')
+    const url = `${receiver.base}/moved`
+    const restore = landBetween(() =>
+      store.updateSubscription(sub.organizationId, sub._id, { url, updatedAt: new Date().toISOString() }),
+    )
+    await attempt()
+    restore()
+    expect(await store.getSubscription(sub.organizationId, sub._id)).toMatchObject({
+      url,
+      active: true,
+      disabledAt: null,
+      disabledReason: null,
+    })
+    expect(await store.getDelivery(sub.organizationId, sub._id, waiting._id)).toMatchObject({
+      status: 'PENDING',
+    })
+  })
+
+  it('switching on clears the reason of a switch-off the worker made after the switch-on read it', async () => {
+    const { sub, waiting, attempt } = await gone('/gone-on')
+    const restore = landBetween(attempt)
+    const on = await webhooks.update(sub.organizationId, sub._id, { active: true })
+    restore()
+    expect(on).toMatchObject({ active: true, disabledAt: null, disabledReason: null })
+    // The worker did switch it off in between (the URL unchanged): its waiting deliveries failed.
+    expect(await store.getDelivery(sub.organizationId, sub._id, waiting._id)).toMatchObject({
+      status: 'FAILED',
+    })
   })
 })

@@ -128,9 +128,14 @@ export class MongoWebhookStore implements WebhookStore {
     id: string,
     patch: SubscriptionPatch,
     audit: AuditEntry[] = [],
+    expected?: Pick<SubscriptionRecord, 'url' | 'active'>,
   ): Promise<SubscriptionRecord | null> {
     const $set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined))
-    return this.updateAudited({ _id: id, organizationId }, { $set }, audit)
+    // With `expected`, only the subscription as the caller read it (compare-and-set in the filter).
+    const filter: Filter<SubscriptionRecord> = expected
+      ? { _id: id, organizationId, url: expected.url, active: expected.active }
+      : { _id: id, organizationId }
+    return this.updateAudited(filter, { $set }, audit)
   }
 
   /**

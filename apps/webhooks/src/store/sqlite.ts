@@ -223,6 +223,7 @@ export class SqliteWebhookStore implements WebhookStore {
     id: string,
     patch: SubscriptionPatch,
     audit: AuditEntry[] = [],
+    expected?: Pick<SubscriptionRecord, 'url' | 'active'>,
   ): Promise<SubscriptionRecord | null> {
     const sets: string[] = []
     const params: SQLInputValue[] = []
@@ -233,10 +234,11 @@ export class SqliteWebhookStore implements WebhookStore {
       else if (key === 'active') params.push(value ? 1 : 0)
       else params.push(value as SQLInputValue)
     }
+    const unchanged = expected ? ' AND url = ? AND active = ?' : ''
     return this.updateAudited(
       id,
-      `UPDATE subscriptions SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?`,
-      [...params, id, organizationId],
+      `UPDATE subscriptions SET ${sets.join(', ')} WHERE id = ? AND organization_id = ?${unchanged}`,
+      [...params, id, organizationId, ...(expected ? [expected.url, expected.active ? 1 : 0] : [])],
       audit,
     )
   }

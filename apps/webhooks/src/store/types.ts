@@ -110,12 +110,16 @@ export interface WebhookStore extends AuditOutbox {
   countSubscriptions(organizationId: string): Promise<number>
   /** Active subscriptions of the workspace that asked for this event type. */
   subscriptionsFor(organizationId: string, eventType: string): Promise<SubscriptionRecord[]>
-  /** Null when the subscription is not in the workspace. */
+  /**
+   * Null when the subscription is not in the workspace, or, with `expected`, when its `url` or
+   * `active` is no longer that (changed since the caller read it: compare-and-set).
+   */
   updateSubscription(
     organizationId: string,
     id: string,
     patch: SubscriptionPatch,
     audit?: AuditEntry[],
+    expected?: Pick<SubscriptionRecord, 'url' | 'active'>,
   ): Promise<SubscriptionRecord | null>
   /**
    * Replaces the signing secret when it is still `expected` (compare-and-set: of two rotations
