@@ -194,12 +194,6 @@ export class Webhooks {
   ): Promise<CreatedWebhook> {
     await this.checkUrl(input.url)
     const { store, maxPerOrganization } = this.opts
-    if ((await store.countSubscriptions(organizationId)) >= maxPerOrganization) {
-      throw new AppError(
-        'CONFLICT',
-        `an organization can have at most ${maxPerOrganization} webhooks; delete one first`,
-      )
-    }
     const now = new Date().toISOString()
     const secret = generateSecret()
     const id = newId()
@@ -224,7 +218,13 @@ export class Webhooks {
       id,
       `created a webhook to ${targetOf(sub.url)} for ${sub.events.join(', ')}${sub.active ? '' : ' (inactive)'}`,
     )
-    await store.createSubscription(sub, entries)
+    // The bound is checked in the insert's own transaction: creates at once do not pass it together.
+    if (!(await store.createSubscription(sub, entries, maxPerOrganization))) {
+      throw new AppError(
+        'CONFLICT',
+        `an organization can have at most ${maxPerOrganization} webhooks; delete one first`,
+      )
+    }
     this.audited(entries)
     this.opts.log.info({ webhookId: sub._id, organizationId }, 'webhook created')
     return { webhook: publicWebhook(sub), secret }

@@ -266,6 +266,22 @@ for (const backend of backends) {
       expect(cleared).toMatchObject({ active: true, disabledAt: null, disabledReason: null })
     })
 
+    it('creates a subscription only below the bound it is given, counted in its workspace', async () => {
+      const s = await open()
+      const org = newId()
+      await s.createSubscription(subscription(newId()))
+      expect(await s.createSubscription(subscription(org), [], 2)).toBe(true)
+      expect(await s.createSubscription(subscription(org), [], 2)).toBe(true)
+      const refused = subscription(org)
+      expect(await s.createSubscription(refused, [], 2)).toBe(false)
+      expect(await s.getSubscription(org, refused._id)).toBeNull()
+      expect(await s.countSubscriptions(org)).toBe(2)
+      // Many at once against a bound of 3: exactly one more passes.
+      const many = Array.from({ length: 5 }, () => s.createSubscription(subscription(org), [], 3))
+      expect((await Promise.all(many)).filter(Boolean)).toHaveLength(1)
+      expect(await s.countSubscriptions(org)).toBe(3)
+    })
+
     it('updates a subscription only while its url and active are the expected ones, when named', async () => {
       const s = await open()
       const org = newId()

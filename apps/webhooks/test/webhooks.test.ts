@@ -17,7 +17,7 @@ import {
 import { newId, type Service, signContext } from '@pm/kit'
 import { Webhook as StandardWebhook } from 'standardwebhooks'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { buildApp, loadWebhooksConfig } from '../src/app.ts'
+import { buildApp, loadWebhooksConfig, SqliteWebhookStore, type WebhookStore } from '../src/app.ts'
 import { verifyServiceSignature } from '../src/domain/signature.ts'
 import type { HostLookup } from '../src/services/ssrf.ts'
 import { WebhookReceiver as Receiver } from '@pm/testkit'
@@ -39,7 +39,7 @@ interface Harness {
 
 async function harness(
   env: Record<string, string> = {},
-  extra: { lookup?: HostLookup; dataDir?: string; bus?: MemoryBus } = {},
+  extra: { lookup?: HostLookup; dataDir?: string; bus?: MemoryBus; store?: WebhookStore } = {},
 ): Promise<Harness> {
   const bus = extra.bus ?? new MemoryBus(20)
   const config = loadWebhooksConfig({
@@ -52,7 +52,12 @@ async function harness(
     WEBHOOK_POLL_MS: '50',
     ...env,
   })
-  const app = await buildApp({ config, bus, ...(extra.lookup ? { lookup: extra.lookup } : {}) })
+  const app = await buildApp({
+    config,
+    bus,
+    ...(extra.lookup ? { lookup: extra.lookup } : {}),
+    ...(extra.store ? { store: extra.store } : {}),
+  })
   await app.ready()
   const org = newId()
   return {
@@ -277,20 +282,37 @@ describe('webhooks service', () => {
       }
     })
 
-    it('limits the number of subscriptions per organization', async () => {
-      const small = await harness({ WEBHOOK_MAX_PER_ORG: '2' })
+    it('limits the number of subscriptions per organization, creates at once included', async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'pm-webhooks-'))
+      const store = new SqliteWebhookStore(join(dataDir, 'webhooks.db'))
+      const small = await harness({ WEBHOOK_MAX_PER_ORG: '2' }, { dataDir, store })
+      const post = (url: string) =>
+        small.call<{ error: { code: string } }>('POST', `/api/v1/organizations/${small.org}/webhooks`, {
+          url,
+        })
       try {
         await create(small, `${receiver.base}/1`)
-        await create(small, `${receiver.base}/2`)
-        const third = await small.call<{ error: { code: string } }>(
-          'POST',
-          `/api/v1/organizations/${small.org}/webhooks`,
-          { url: `${receiver.base}/3` },
-        )
+        // A second create lands after this one has passed the bound and before it writes.
+        const original = store.createSubscription.bind(store)
+        let other: Promise<{ status: number }> | undefined
+        const spy = vi.spyOn(store, 'createSubscription').mockImplementation(async (...args) => {
+          if (!other) {
+            other = post(`${receiver.base}/2b`)
+            await other
+          }
+          return original(...args)
+        })
+        const second = await post(`${receiver.base}/2a`)
+        spy.mockRestore()
+        expect([second.status, (await other)?.status]).toEqual([409, 201])
+        expect(second.body.error.code).toBe('CONFLICT')
+        const third = await post(`${receiver.base}/3`)
         expect(third.status).toBe(409)
         expect(third.body.error.code).toBe('CONFLICT')
+        expect(await store.countSubscriptions(small.org)).toBe(2)
       } finally {
         await small.close()
+        await store.close()
       }
     })
   })

@@ -1,6 +1,7 @@
 import type { AuditEntry, DeliveryStatus } from '@pm/contracts'
 import {
   dropReplacedIndex,
+  ensureCollection,
   MongoAuditOutbox,
   mongoTransaction,
   onlyDuplicateKeys,
@@ -41,6 +42,8 @@ export class MongoWebhookStore implements WebhookStore {
   private readonly subscriptions: Collection<SubscriptionRecord>
   private readonly deliveries: Collection<DeliveryRecord>
   private readonly attempts: Collection<AttemptRecord>
+  /** One document per organization, written by every bounded create (`createSubscription`). */
+  private readonly subscriptionGuards: Collection<{ _id: string; creates: number }>
   /** Audit entries written in their change's transaction, until the relay has published them. */
   private readonly auditOutbox: MongoAuditOutbox
   private readonly ownsClient: boolean
@@ -52,6 +55,7 @@ export class MongoWebhookStore implements WebhookStore {
     this.subscriptions = this.db.collection('subscriptions')
     this.deliveries = this.db.collection('deliveries')
     this.attempts = this.db.collection('attempts')
+    this.subscriptionGuards = this.db.collection('subscription_guards')
     this.auditOutbox = new MongoAuditOutbox(this.db)
   }
 
@@ -67,6 +71,8 @@ export class MongoWebhookStore implements WebhookStore {
 
   async init(): Promise<void> {
     await this.auditOutbox.init()
+    // Written only in transactions: made here, so that none has to create it.
+    await ensureCollection(this.db, 'subscription_guards')
     // Every sort has its whole key, tie-break included, in an index after the equality fields,
     // so that MongoDB never sorts in memory (claimDue on the worker's hot path, listDeliveries,
     // listSubscriptions, subscriptionsFor).
@@ -88,14 +94,35 @@ export class MongoWebhookStore implements WebhookStore {
     ])
   }
 
-  async createSubscription(sub: SubscriptionRecord, audit: AuditEntry[] = []): Promise<void> {
-    if (audit.length === 0) {
+  async createSubscription(
+    sub: SubscriptionRecord,
+    audit: AuditEntry[] = [],
+    maxPerOrganization?: number,
+  ): Promise<boolean> {
+    if (audit.length === 0 && maxPerOrganization === undefined) {
       await this.subscriptions.insertOne({ ...sub })
-      return
+      return true
     }
-    await mongoTransaction(this.client, async (session) => {
+    return mongoTransaction(this.client, async (session) => {
+      if (maxPerOrganization !== undefined) {
+        // A count alone does not serialize: two creates at once each count in their own snapshot
+        // and insert different documents, which do not conflict. Both first write the
+        // organization's guard document, so the second meets a write conflict (a transient
+        // error: withTransaction runs it again, and its count then includes the first's insert).
+        await this.subscriptionGuards.updateOne(
+          { _id: sub.organizationId },
+          { $inc: { creates: 1 } },
+          { session, upsert: true },
+        )
+        const held = await this.subscriptions.countDocuments(
+          { organizationId: sub.organizationId },
+          { session },
+        )
+        if (held >= maxPerOrganization) return false
+      }
       await this.subscriptions.insertOne({ ...sub }, { session })
-      await this.auditOutbox.insert(audit, session)
+      if (audit.length > 0) await this.auditOutbox.insert(audit, session)
+      return true
     })
   }
 

@@ -151,10 +151,22 @@ export class SqliteWebhookStore implements WebhookStore {
     return Number(this.db.prepare(sql).run(...params).changes)
   }
 
-  async createSubscription(sub: SubscriptionRecord, audit: AuditEntry[] = []): Promise<void> {
-    transaction(this.db, () => {
+  async createSubscription(
+    sub: SubscriptionRecord,
+    audit: AuditEntry[] = [],
+    maxPerOrganization = Number.POSITIVE_INFINITY,
+  ): Promise<boolean> {
+    // BEGIN IMMEDIATE serialises writers: the count sees every create before this one.
+    return transaction(this.db, () => {
+      const held = queryOne(
+        this.db,
+        'SELECT COUNT(*) AS n FROM subscriptions WHERE organization_id = ?',
+        sub.organizationId,
+      )
+      if (Number(held?.n ?? 0) >= maxPerOrganization) return false
       this.insertSubscription(sub)
       insertAuditOutbox(this.db, audit)
+      return true
     })
   }
 

@@ -101,7 +101,16 @@ export interface WebhookStore extends AuditOutbox {
    * `audit`: the change's audit entries (DESIGN section 15), written into the audit outbox in the
    * same transaction, and only when the change is made.
    */
-  createSubscription(sub: SubscriptionRecord, audit?: AuditEntry[]): Promise<void>
+  /**
+   * With `maxPerOrganization`: false, and nothing written, when the workspace already holds that
+   * many subscriptions, counted in the insert's own transaction (creates at once do not pass the
+   * bound together).
+   */
+  createSubscription(
+    sub: SubscriptionRecord,
+    audit?: AuditEntry[],
+    maxPerOrganization?: number,
+  ): Promise<boolean>
   getSubscription(organizationId: string, id: string): Promise<SubscriptionRecord | null>
   /** Without a workspace check: for the delivery worker. */
   getSubscriptionById(id: string): Promise<SubscriptionRecord | null>
