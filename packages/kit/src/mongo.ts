@@ -2,6 +2,7 @@ import type { AuditEntry } from '@pm/contracts'
 import {
   type ClientSession,
   type Collection,
+  DBRef,
   type Db,
   type Document,
   MongoBulkWriteError,
@@ -23,6 +24,83 @@ export async function connectMongo(url: string): Promise<MongoClient> {
   const client = new MongoClient(url, { serverSelectionTimeoutMS: 5_000 })
   await client.connect()
   return client
+}
+
+// ---------------------------------------------------------------------------------------------
+// User JSON (a prompt's config, a dataset item's variables, a run's params, a JSON schema): stored
+// as it came, except the objects the driver would not read back as objects.
+
+/**
+ * The key of an object stored as its entries: `{ [ENTRIES]: [[key, value], ...] }`.
+ */
+const ENTRIES = '$pmEntries'
+
+const DBREF_KEYS = new Set(['$ref', '$id', '$db'])
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+/**
+ * Whether the BSON parser would turn this object into a `DBRef` on the way back: every `$`-prefixed
+ * key it has is `$ref`, `$id` or `$db` (bson's deserializer, `allowedDBRefKeys` and
+ * `isDBRefLike`), or it has the marker key itself. The marker makes the stored object hold a
+ * `$`-key outside those three, so the parser leaves it a plain object.
+ */
+function needsEntries(value: Record<string, unknown>): boolean {
+  let dollar = false
+  for (const key of Object.keys(value)) {
+    if (key === ENTRIES) return true
+    if (key.startsWith('$')) {
+      if (!DBREF_KEYS.has(key)) return false
+      dollar = true
+    }
+  }
+  return dollar
+}
+
+/**
+ * User JSON as it is written to MongoDB. The driver's BSON parser turns any embedded object whose
+ * only `$`-keys are `$ref`/`$id`/`$db` (a string `$ref`, a non-null `$id`) into a `DBRef` instance,
+ * with no option to turn that off, and its constructor splits a `$ref` with one dot into db and
+ * collection: `{"$ref": "#/defs/a.b", "$id": "x"}` in a JSON schema came back as a DBRef whose
+ * JSON says `"$ref": "b", "$db": "#/defs/a"`. Such objects are stored as their entries instead;
+ * everything else is stored unchanged (documents written before read the same).
+ */
+export function toMongoJson<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v) => toMongoJson(v)) as T
+  if (!isPlainObject(value)) return value
+  if (needsEntries(value)) {
+    return { [ENTRIES]: Object.entries(value).map(([k, v]) => [k, toMongoJson(v)]) } as T
+  }
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(value)) setKey(out, k, toMongoJson(v))
+  return out as T
+}
+
+/** User JSON as read from MongoDB: the inverse of `toMongoJson` (a DBRef stored before: its JSON). */
+export function fromMongoJson<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v) => fromMongoJson(v)) as T
+  if (value instanceof DBRef) return fromMongoJson(value.toJSON()) as T
+  if (!isPlainObject(value)) return value
+  const keys = Object.keys(value)
+  const entries = value[ENTRIES]
+  const out: Record<string, unknown> = {}
+  if (keys.length === 1 && Array.isArray(entries)) {
+    for (const pair of entries as [string, unknown][]) setKey(out, pair[0], fromMongoJson(pair[1]))
+    return out as T
+  }
+  for (const k of keys) setKey(out, k, fromMongoJson(value[k]))
+  return out as T
+}
+
+/** Sets a key as data, `__proto__` included (no prototype change). */
+function setKey(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true })
+  } else target[key] = value
 }
 
 /** True for a duplicate key error (code 11000). */

@@ -1,5 +1,5 @@
 import type { AuditEntry, ExperimentStatus } from '@pm/contracts'
-import { MongoAuditOutbox, mongoTransaction } from '@pm/kit/mongo'
+import { fromMongoJson, MongoAuditOutbox, mongoTransaction, toMongoJson } from '@pm/kit/mongo'
 import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type {
   AddItemsOutcome,
@@ -194,10 +194,14 @@ export class MongoExperimentStore implements ExperimentStore {
         return exists === 0 ? 'not-found' : 'too-many'
       }
       let position = d.nextPosition
-      await this.items.insertMany(
-        items.map((it) => ({ ...it, organizationId, datasetId, position: position++ })),
-        { session, ordered: true },
-      )
+      // insertMany refuses an empty list (MongoInvalidArgumentError: "Batch cannot be empty").
+      if (items.length > 0) {
+        // Variables and metadata are user JSON (toMongoJson).
+        await this.items.insertMany(
+          items.map((it) => toMongoJson({ ...it, organizationId, datasetId, position: position++ })),
+          { session, ordered: true },
+        )
+      }
       await this.auditOutbox.insert(audit, session)
       return { itemCount: d.itemCount + items.length }
     })
@@ -214,15 +218,15 @@ export class MongoExperimentStore implements ExperimentStore {
         .toArray(),
       this.items.countDocuments(filter),
     ])
-    return { rows, total }
+    return { rows: rows.map(fromMongoJson), total }
   }
 
   async allItems(datasetId: string): Promise<ItemRecord[]> {
-    return this.items.find({ datasetId }).sort({ position: 1 }).toArray()
+    return (await this.items.find({ datasetId }).sort({ position: 1 }).toArray()).map(fromMongoJson)
   }
 
   async getItem(datasetId: string, itemId: string): Promise<ItemRecord | null> {
-    return this.items.findOne({ _id: itemId, datasetId })
+    return fromMongoJson(await this.items.findOne({ _id: itemId, datasetId }))
   }
 
   async deleteItem(
@@ -258,8 +262,9 @@ export class MongoExperimentStore implements ExperimentStore {
         { session },
       )
       if (dataset.matchedCount !== 1) return false
+      // Params and evaluators (a JSON schema) are user JSON (toMongoJson).
       await this.experiments.insertOne(
-        { ...e, promptIds: [...new Set(e.variants.map((v) => v.promptId))] },
+        toMongoJson({ ...e, promptIds: [...new Set(e.variants.map((v) => v.promptId))] }),
         { session },
       )
       // At most 50,000 units (10,000 items × 5 variants): batches keep each insert small.
@@ -275,7 +280,7 @@ export class MongoExperimentStore implements ExperimentStore {
     const doc = await this.experiments.findOne(
       organizationId === null ? { _id: id } : { _id: id, organizationId },
     )
-    return doc ? withoutDoc(doc, 'promptIds') : null
+    return doc ? withoutDoc(fromMongoJson(doc), 'promptIds') : null
   }
 
   async listExperiments(
@@ -294,7 +299,7 @@ export class MongoExperimentStore implements ExperimentStore {
         .toArray(),
       this.experiments.countDocuments(filter),
     ])
-    return { rows: docs.map((d) => withoutDoc(d, 'promptIds')), total }
+    return { rows: docs.map((d) => withoutDoc(fromMongoJson(d), 'promptIds')), total }
   }
 
   async transition(
@@ -310,8 +315,10 @@ export class MongoExperimentStore implements ExperimentStore {
     if (fields.error !== undefined) set.error = fields.error
     if (fields.summary !== undefined) set.summary = fields.summary
     if (audit.length === 0) {
+      // Matched, not modified: a move to the status it has with the same fields (a cancelled
+      // experiment's summary frozen again) is a move, as SQLite's changes() counts it.
       const r = await this.experiments.updateOne({ _id: id, status: { $in: [...from] } }, { $set: set })
-      return r.modifiedCount === 1
+      return r.matchedCount === 1
     }
     return mongoTransaction(this.client, async (session) => {
       const r = await this.experiments.updateOne(
@@ -319,7 +326,7 @@ export class MongoExperimentStore implements ExperimentStore {
         { $set: set },
         { session },
       )
-      if (r.modifiedCount !== 1) return false
+      if (r.matchedCount !== 1) return false
       await this.auditOutbox.insert(audit, session)
       return true
     })
@@ -330,12 +337,12 @@ export class MongoExperimentStore implements ExperimentStore {
       .find({ status: { $in: ACTIVE } })
       .sort({ createdAt: 1 })
       .toArray()
-    return docs.map((d) => withoutDoc(d, 'promptIds'))
+    return docs.map((d) => withoutDoc(fromMongoJson(d), 'promptIds'))
   }
 
   async unannounced(): Promise<ExperimentRecord[]> {
     const docs = await this.experiments.find({ status: { $in: ENDED }, announced: false }).toArray()
-    return docs.map((d) => withoutDoc(d, 'promptIds'))
+    return docs.map((d) => withoutDoc(fromMongoJson(d), 'promptIds'))
   }
 
   async markAnnounced(id: string): Promise<void> {

@@ -1,5 +1,11 @@
 import type { AuditEntry, EnvironmentName, ImportRowError } from '@pm/contracts'
-import { dropReplacedIndex, isDuplicateKey, TRANSACTION_OPTIONS } from '@pm/kit/mongo'
+import {
+  dropReplacedIndex,
+  fromMongoJson,
+  isDuplicateKey,
+  TRANSACTION_OPTIONS,
+  toMongoJson,
+} from '@pm/kit/mongo'
 import {
   Binary,
   type ClientSession,
@@ -51,7 +57,18 @@ function withType<T extends { type?: PromptRecord['type']; messages?: unknown; c
   // Optional fields are absent, never null (a write that carried undefined stored null).
   if (out.messages === null) delete out.messages
   if (out.config === null) delete out.config
+  else if (out.config !== undefined) out.config = fromMongoJson(out.config)
   return out
+}
+
+/** A prompt or version as written: its config (user JSON) through toMongoJson. */
+function stored<T extends { config?: PromptRecord['config'] }>(doc: T): T {
+  return doc.config ? { ...doc, config: toMongoJson(doc.config) } : { ...doc }
+}
+
+/** An outbox row as written: its payload (which may carry a config) through toMongoJson. */
+function storedRow(o: OutboxRecord): OutboxRecord {
+  return { ...o, payload: toMongoJson(o.payload) }
 }
 const promptOrNull = (doc: PromptRecord | null): PromptRecord | null => (doc ? withType(doc) : null)
 const versionOrNull = (doc: VersionRecord | null): VersionRecord | null => (doc ? withType(doc) : null)
@@ -206,16 +223,13 @@ export class MongoPromptStore implements PromptStore {
 
   async createPrompt(prompt: PromptRecord, outbox: OutboxRecord[] = []): Promise<void> {
     if (outbox.length === 0) {
-      await unique(DuplicateSlugError, () => this.prompts.insertOne({ ...prompt }))
+      await unique(DuplicateSlugError, () => this.prompts.insertOne(stored(prompt)))
       return
     }
     await unique(DuplicateSlugError, () =>
       this.inTransaction(async (session) => {
-        await this.prompts.insertOne({ ...prompt }, { session })
-        await this.outbox.insertMany(
-          outbox.map((o) => ({ ...o })),
-          { session },
-        )
+        await this.prompts.insertOne(stored(prompt), { session })
+        await this.outbox.insertMany(outbox.map(storedRow), { session })
       }),
     )
   }
@@ -344,7 +358,7 @@ export class MongoPromptStore implements PromptStore {
     const $set: Record<string, unknown> = Object.fromEntries(
       Object.entries(rest).filter(([, v]) => v !== undefined),
     )
-    if (config) $set.config = config
+    if (config) $set.config = toMongoJson(config)
     const update: UpdateFilter<PromptRecord> = { $set }
     if (config === null) update.$unset = { config: '' }
     // With expectedUpdatedAt, only the draft the caller read (compare-and-set on updatedAt).
@@ -370,11 +384,7 @@ export class MongoPromptStore implements PromptStore {
           (await this.prompts.findOne({ _id: id, organizationId }, { session })) ?? before,
         )
         const outbox = events(withType(before), after)
-        if (outbox.length > 0)
-          await this.outbox.insertMany(
-            outbox.map((o) => ({ ...o })),
-            { session },
-          )
+        if (outbox.length > 0) await this.outbox.insertMany(outbox.map(storedRow), { session })
         return after
       })
     })
@@ -408,11 +418,9 @@ export class MongoPromptStore implements PromptStore {
       await this.versions.deleteMany({ promptId: id }, { session })
       await this.envHistory.deleteMany({ promptId: id }, { session })
       const prompt = withType(deleted)
-      if (event)
-        await this.outbox.insertMany(
-          [event(prompt)].flat().map((o) => ({ ...o })),
-          { session },
-        )
+      const rows = event ? [event(prompt)].flat() : []
+      // insertMany refuses an empty list (MongoInvalidArgumentError: "Batch cannot be empty").
+      if (rows.length > 0) await this.outbox.insertMany(rows.map(storedRow), { session })
       return prompt
     })
   }
@@ -440,7 +448,7 @@ export class MongoPromptStore implements PromptStore {
       if (!after) return null
       const prompt = withType(after)
       if (events) {
-        const records = events(prompt).map((o) => ({ ...o }))
+        const records = events(prompt).map(storedRow)
         if (records.length > 0) await this.outbox.insertMany(records, { session })
       }
       if (history) await this.envHistory.insertOne({ ...history }, { session })
@@ -510,7 +518,7 @@ export class MongoPromptStore implements PromptStore {
           }
           const prompt = withType(found)
           const { version, outbox, extra } = build(prompt, prompt.versionCount + 1)
-          await this.versions.insertOne({ ...version }, { session })
+          await this.versions.insertOne(stored(version), { session })
           const moved = await this.prompts.updateOne(
             { _id: promptId, versionCount: prompt.versionCount },
             {
@@ -523,13 +531,8 @@ export class MongoPromptStore implements PromptStore {
             { session },
           )
           if (moved.modifiedCount !== 1) throw new CounterMoved()
-          await this.outbox.insertOne({ ...outbox }, { session })
-          if (extra && extra.length > 0) {
-            await this.outbox.insertMany(
-              extra.map((o) => ({ ...o })),
-              { session },
-            )
-          }
+          await this.outbox.insertOne(storedRow(outbox), { session })
+          if (extra && extra.length > 0) await this.outbox.insertMany(extra.map(storedRow), { session })
           created = version
         })
         return created
@@ -549,12 +552,10 @@ export class MongoPromptStore implements PromptStore {
   ): Promise<void> {
     await unique(DuplicateSlugError, () =>
       this.inTransaction(async (session) => {
-        await this.prompts.insertOne({ ...prompt }, { session })
-        await this.versions.insertOne({ ...version }, { session })
-        await this.outbox.insertMany(
-          [outbox].flat().map((o) => ({ ...o })),
-          { session },
-        )
+        await this.prompts.insertOne(stored(prompt), { session })
+        await this.versions.insertOne(stored(version), { session })
+        const rows = [outbox].flat()
+        if (rows.length > 0) await this.outbox.insertMany(rows.map(storedRow), { session })
       }),
     )
   }
@@ -605,7 +606,12 @@ export class MongoPromptStore implements PromptStore {
   }
 
   async pendingOutbox(limit: number): Promise<OutboxRecord[]> {
-    return this.outbox.find({ sentAt: null }).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()
+    const rows = await this.outbox
+      .find({ sentAt: null })
+      .sort({ createdAt: 1, _id: 1 })
+      .limit(limit)
+      .toArray()
+    return rows.map((o) => ({ ...o, payload: fromMongoJson(o.payload) }))
   }
 
   async markOutboxSent(id: string, at: string): Promise<void> {
@@ -691,7 +697,7 @@ export class MongoPromptStore implements PromptStore {
         )
         if (moved.matchedCount !== 1) throw new LeaseLostError()
         // One at a time: the operations of a transaction must not run in parallel.
-        for (const prompt of prompts) await this.prompts.insertOne({ ...prompt }, { session })
+        for (const prompt of prompts) await this.prompts.insertOne(stored(prompt), { session })
       }),
     )
   }

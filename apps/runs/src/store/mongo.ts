@@ -1,5 +1,12 @@
 import type { AuditEntry, RunRecord } from '@pm/contracts'
-import { ensureCollection, MongoAuditOutbox, mongoTransaction, resealFields } from '@pm/kit/mongo'
+import {
+  ensureCollection,
+  fromMongoJson,
+  MongoAuditOutbox,
+  mongoTransaction,
+  resealFields,
+  toMongoJson,
+} from '@pm/kit/mongo'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import type { ConnectionPatch, ConnectionRecord, Page, RunStore } from './types.ts'
 
@@ -121,7 +128,8 @@ export class MongoRunStore implements RunStore {
   }
 
   async insertRun(run: RunRecord): Promise<void> {
-    await this.runs.insertOne({ ...run })
+    // Params, variables and error details are user JSON (toMongoJson).
+    await this.runs.insertOne(toMongoJson({ ...run }))
   }
 
   async listRuns(
@@ -140,11 +148,11 @@ export class MongoRunStore implements RunStore {
         .toArray(),
       this.runs.countDocuments(filter),
     ])
-    return { items, total }
+    return { items: items.map(fromMongoJson), total }
   }
 
   async getRun(organizationId: string, id: string): Promise<RunRecord | null> {
-    return this.runs.findOne({ _id: id, organizationId })
+    return fromMongoJson(await this.runs.findOne({ _id: id, organizationId }))
   }
 
   async deleteRunsBefore(before: string): Promise<number> {
