@@ -61,6 +61,13 @@ export const GatewayConfigSchema = Type.Object({
   ),
   UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 30_000 }),
   /**
+   * Requests one connection to a service carries before the gateway closes it and opens another
+   * (0: no limit). Behind a Kubernetes Service, which balances per connection, this is how
+   * replicas that an autoscaler adds get their share of keep-alive traffic: within seconds,
+   * instead of only when the gateway needs more connections than it holds.
+   */
+  UPSTREAM_MAX_REQUESTS_PER_CONNECTION: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1_000 }),
+  /**
    * The runs service's routes only: a model's answer takes longer than any other upstream's, so
    * this must exceed the runs service's RUN_TIMEOUT_MS (120 s by default), letting it answer its
    * own 504 PROVIDER_TIMEOUT; for a stream it bounds the wait between two chunks.

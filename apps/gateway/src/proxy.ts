@@ -39,6 +39,11 @@ export class UpstreamAgent {
       connections: 128,
       pipelining: 1,
       keepAliveTimeout: 30_000,
+      // A connection is closed after this many requests (`Connection: close` on the last one), so
+      // that new replicas behind a per-connection balancer get traffic (config.ts).
+      ...(config.UPSTREAM_MAX_REQUESTS_PER_CONNECTION > 0
+        ? { maxRequestsPerClient: config.UPSTREAM_MAX_REQUESTS_PER_CONNECTION }
+        : {}),
       headersTimeout: config.UPSTREAM_TIMEOUT_MS,
       bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
     })

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { AppError } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
 import { loadGatewayConfig } from '../src/app.ts'
-import { proxyOptions, Upstreams } from '../src/proxy.ts'
+import { proxyOptions, UpstreamAgent, Upstreams } from '../src/proxy.ts'
 
 const base = { NODE_ENV: 'test', INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex') }
 
@@ -66,5 +68,43 @@ describe('upstream timeouts', () => {
       { dest: '/api/v1/prompts', timeout: undefined },
       { dest: '/api/v1/experiments', timeout: undefined },
     ])
+  })
+})
+
+describe('UPSTREAM_MAX_REQUESTS_PER_CONNECTION', () => {
+  /** A service that answers each request with the port of the gateway's socket it came on. */
+  async function service() {
+    const server = createServer((req, res) => res.end(String(req.socket.remotePort)))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
+  }
+  /** The sockets that `n` requests in a row, one at a time, came on. */
+  async function socketsOf(env: Record<string, string>, n: number): Promise<number> {
+    const { server, url } = await service()
+    const agent = new UpstreamAgent(loadGatewayConfig({ ...base, ...env }))
+    const seen = new Set<string>()
+    try {
+      for (let i = 0; i < n; i++) {
+        const res = await agent.request({ origin: url, path: '/', method: 'GET' })
+        seen.add(await res.body.text())
+        // The socket back in the pool before the next request (else a second one may open).
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      }
+    } finally {
+      await agent.destroy()
+      server.closeAllConnections()
+      server.close()
+    }
+    return seen.size
+  }
+
+  it('closes a connection after that many requests (default 1,000), so new replicas get traffic', async () => {
+    expect(loadGatewayConfig(base).UPSTREAM_MAX_REQUESTS_PER_CONNECTION).toBe(1_000)
+    // undici closes the socket after the request past the count: 3 gives 4 a socket.
+    const sockets = await socketsOf({ UPSTREAM_MAX_REQUESTS_PER_CONNECTION: '3' }, 10)
+    expect(sockets).toBeGreaterThanOrEqual(3)
+    expect(sockets).toBeLessThanOrEqual(4)
+    // 0: one keep-alive connection carries them all.
+    expect(await socketsOf({ UPSTREAM_MAX_REQUESTS_PER_CONNECTION: '0' }, 10)).toBe(1)
   })
 })
