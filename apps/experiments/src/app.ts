@@ -7,6 +7,7 @@ import { datasetRoutes } from './routes/datasets.ts'
 import { experimentRoutes } from './routes/experiments.ts'
 import { PromptsClient, RunsExecutor, type UnitExecutor } from './services/clients.ts'
 import { ExperimentsService } from './services/experiments.ts'
+import { EvaluatorSandbox } from './domain/sandbox.ts'
 import { Runner } from './services/runner.ts'
 import { SqliteExperimentStore } from './store/sqlite.ts'
 import type { ExperimentStore } from './store/types.ts'
@@ -73,6 +74,8 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     new RunsExecutor(config.RUNS_URL, config.INTERNAL_AUTH_SECRET, config.EXPERIMENT_CALL_TIMEOUT_MS)
   const prompts = new PromptsClient(config.PROMPTS_URL, config.INTERNAL_AUTH_SECRET)
   let service: ExperimentsService | undefined
+  // regex and json-schema evaluators: in a worker thread, each evaluation with a deadline.
+  const sandbox = new EvaluatorSandbox({ timeoutMs: config.EXPERIMENT_EVALUATOR_TIMEOUT_MS })
   const runner = new Runner({
     store,
     executor,
@@ -82,6 +85,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     pollMs: config.EXPERIMENT_POLL_MS,
     maxBackoffMs: config.EXPERIMENT_MAX_BACKOFF_MS,
     maxRateLimited: config.EXPERIMENT_MAX_RATE_LIMITED_ATTEMPTS,
+    sandbox,
     onEnded: (exp, cannotRun) => (service ? service.ended(exp, cannotRun) : Promise.resolve()),
   })
   service = new ExperimentsService({
@@ -120,6 +124,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     closing = true
     clearTimeout(scanTimer)
     await runner.close()
+    await sandbox.close()
     // An entry the relay has not sent stays in the outbox for the next start.
     await relay.stop()
     await executor.close()

@@ -24,6 +24,11 @@ export const ExperimentsConfigSchema = Type.Object({
   EXPERIMENT_POLL_MS: Type.Integer({ minimum: 10, maximum: 60_000, default: 500 }),
   /** The deadline of one call to the runs service. */
   EXPERIMENT_CALL_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 130_000 }),
+  /**
+   * How long one `regex` or `json-schema` evaluation of one output may take (it runs in a worker
+   * thread, which is stopped past this): the unit's evaluator then gets an error, not a score.
+   */
+  EXPERIMENT_EVALUATOR_TIMEOUT_MS: Type.Integer({ minimum: 10, maximum: 600_000, default: 2_000 }),
   /** The longest wait a provider's Retry-After is honoured for (a longer one waits this long). */
   EXPERIMENT_MAX_BACKOFF_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 60_000 }),
   /**

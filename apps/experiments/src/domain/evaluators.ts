@@ -142,7 +142,82 @@ const re2RegExp: NonNullable<CodeOptions['regExp']> = Object.assign(
   { code: 're2js' },
 )
 
-function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['evaluate'] {
+/** The evaluators whose work grows with the output (and the pattern or schema): run off the event loop. */
+export type HeavyEvaluator = Extract<Evaluator, { type: 'regex' | 'json-schema' }>
+
+export const isHeavy = (e: Evaluator): e is HeavyEvaluator => e.type === 'regex' || e.type === 'json-schema'
+
+/**
+ * A `regex` or `json-schema` evaluator as a synchronous function of the output: what the
+ * sandbox's worker runs (`evaluatorWorker.ts`), or the runner itself where no sandbox is given.
+ * Throws EvaluatorConfigError for a pattern or schema that cannot run.
+ */
+export function heavyScorer(e: HeavyEvaluator, index = 0, ajv = newAjv()): (output: string) => EvalResult {
+  if (e.type === 'regex') {
+    let re: RE2JS
+    try {
+      re = RE2JS.compile(e.pattern)
+    } catch (err) {
+      throw new EvaluatorConfigError(
+        index,
+        `pattern is not a supported regular expression (RE2 syntax): ${(err as Error).message}`,
+      )
+    }
+    return (output) => ({ score: re.matcher(output.slice(0, EVALUATED_OUTPUT_MAX)).find() ? 1 : 0 })
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(e.schema), 'utf8')
+  if (bytes > EVALUATOR_SCHEMA_MAX_BYTES)
+    throw new EvaluatorConfigError(
+      index,
+      `schema must be at most ${EVALUATOR_SCHEMA_MAX_BYTES} bytes serialized (it is ${bytes})`,
+    )
+  // Ajv compares array items pairwise: a 100 KB output of distinct objects took 1.6 s, a 1 MB
+  // one minutes, all of it blocking the process.
+  if (usesUniqueItems(e.schema))
+    throw new EvaluatorConfigError(
+      index,
+      'schema must not use `uniqueItems`: its check takes time quadratic in the output',
+    )
+  let validate: ValidateFunction
+  try {
+    validate = ajv.compile(e.schema)
+  } catch (err) {
+    throw new EvaluatorConfigError(
+      index,
+      `schema is not a valid JSON Schema (patterns in RE2 syntax): ${(err as Error).message}`,
+    )
+  }
+  // An `$async` schema's validate answers a promise (always truthy, its rejection unhandled).
+  if ('$async' in validate && validate.$async)
+    throw new EvaluatorConfigError(index, 'schema must not be `$async`: outputs are checked synchronously')
+  return (output) => {
+    let value: unknown
+    try {
+      value = JSON.parse(output.slice(0, EVALUATED_OUTPUT_MAX))
+    } catch {
+      return { score: 0 }
+    }
+    const valid: unknown = validate(value)
+    if (typeof valid !== 'boolean') {
+      // Refused at creation; should one get here, it is no score rather than a crash.
+      if (valid instanceof Promise) valid.catch(() => {})
+      return { error: 'the schema did not validate synchronously' }
+    }
+    return { score: valid ? 1 : 0 }
+  }
+}
+
+/** Runs a heavy evaluator somewhere other than the event loop, with a deadline (sandbox.ts). */
+export interface HeavyRunner {
+  run(evaluator: HeavyEvaluator, output: string): Promise<EvalResult>
+}
+
+function compileOne(
+  e: Evaluator,
+  index: number,
+  ajv: Ajv,
+  sandbox: HeavyRunner | undefined,
+): CompiledEvaluator['evaluate'] {
   switch (e.type) {
     case 'exact':
       return async ({ output, expected }) =>
@@ -158,20 +233,6 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
         return { score: output.includes(needle) ? 1 : 0 }
       }
     }
-    case 'regex': {
-      let re: RE2JS
-      try {
-        re = RE2JS.compile(e.pattern)
-      } catch (err) {
-        throw new EvaluatorConfigError(
-          index,
-          `pattern is not a supported regular expression (RE2 syntax): ${(err as Error).message}`,
-        )
-      }
-      return async ({ output }) => ({
-        score: re.matcher(output.slice(0, EVALUATED_OUTPUT_MAX)).find() ? 1 : 0,
-      })
-    }
     case 'json-valid':
       return async ({ output }) => {
         try {
@@ -181,50 +242,12 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
           return { score: 0 }
         }
       }
+    case 'regex':
     case 'json-schema': {
-      const bytes = Buffer.byteLength(JSON.stringify(e.schema), 'utf8')
-      if (bytes > EVALUATOR_SCHEMA_MAX_BYTES)
-        throw new EvaluatorConfigError(
-          index,
-          `schema must be at most ${EVALUATOR_SCHEMA_MAX_BYTES} bytes serialized (it is ${bytes})`,
-        )
-      // Ajv compares array items pairwise: a 100 KB output of distinct objects took 1.6 s, a 1 MB
-      // one minutes, all of it blocking the process.
-      if (usesUniqueItems(e.schema))
-        throw new EvaluatorConfigError(
-          index,
-          'schema must not use `uniqueItems`: its check takes time quadratic in the output',
-        )
-      let validate: ValidateFunction
-      try {
-        validate = ajv.compile(e.schema)
-      } catch (err) {
-        throw new EvaluatorConfigError(
-          index,
-          `schema is not a valid JSON Schema (patterns in RE2 syntax): ${(err as Error).message}`,
-        )
-      }
-      // An `$async` schema's validate answers a promise (always truthy, its rejection unhandled).
-      if ('$async' in validate && validate.$async)
-        throw new EvaluatorConfigError(
-          index,
-          'schema must not be `$async`: outputs are checked synchronously',
-        )
-      return async ({ output }) => {
-        let value: unknown
-        try {
-          value = JSON.parse(output.slice(0, EVALUATED_OUTPUT_MAX))
-        } catch {
-          return { score: 0 }
-        }
-        const valid: unknown = validate(value)
-        if (typeof valid !== 'boolean') {
-          // Refused at creation; should one get here, it is no score rather than a crash.
-          if (valid instanceof Promise) valid.catch(() => {})
-          return { error: 'the schema did not validate synchronously' }
-        }
-        return { score: valid ? 1 : 0 }
-      }
+      // Checked here either way, so that a pattern or schema that cannot run is refused at once.
+      const inline = heavyScorer(e, index, ajv)
+      if (!sandbox) return async ({ output }) => inline(output)
+      return ({ output }) => sandbox.run(e, output)
     }
     case 'llm-judge':
       return async ({ output, expected, variables }, judge) => {
@@ -247,15 +270,26 @@ function compileOne(e: Evaluator, index: number, ajv: Ajv): CompiledEvaluator['e
 }
 
 /** Checks and prepares an experiment's evaluators; throws EvaluatorConfigError for a bad one. */
-export function compileEvaluators(evaluators: readonly Evaluator[]): CompiledEvaluator[] {
-  // strict: an unknown keyword in a schema is a mistake worth reporting; no code generation of
-  // formats is needed here.
-  const ajv = new Ajv({ allErrors: false, strict: false, code: { regExp: re2RegExp } })
+/** The Ajv that schemas of `json-schema` evaluators compile with (patterns on RE2JS). */
+function newAjv(): Ajv {
+  // Not strict: a schema written for another validator may carry keywords Ajv does not know.
+  return new Ajv({ allErrors: false, strict: false, code: { regExp: re2RegExp } })
+}
+
+/**
+ * Checks and prepares an experiment's evaluators; throws EvaluatorConfigError for a bad one.
+ * With a sandbox, `regex` and `json-schema` run there (off the event loop, with a deadline).
+ */
+export function compileEvaluators(
+  evaluators: readonly Evaluator[],
+  sandbox?: HeavyRunner,
+): CompiledEvaluator[] {
+  const ajv = newAjv()
   const names = evaluatorNames(evaluators)
   return evaluators.map((e, i) => ({
     name: names[i] ?? e.type,
     type: e.type,
-    evaluate: compileOne(e, i, ajv),
+    evaluate: compileOne(e, i, ajv, sandbox),
   }))
 }
 

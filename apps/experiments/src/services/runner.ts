@@ -5,6 +5,7 @@ import {
   type CompiledEvaluator,
   compileEvaluators,
   EvaluatorConfigError,
+  type HeavyRunner,
   type Judge,
   score,
 } from '../domain/evaluators.ts'
@@ -20,6 +21,8 @@ export interface RunnerOptions {
   leaseMs: number
   pollMs: number
   maxBackoffMs: number
+  /** Where `regex` and `json-schema` evaluators run (a worker with a deadline); inline without one. */
+  sandbox?: HeavyRunner
   /**
    * A unit the provider answered 429 this many times is recorded with an error rather than given
    * back again: a provider that always answers 429 ends the experiment.
@@ -111,7 +114,7 @@ export class Runner {
         break
       }
       try {
-        compiled ??= compileEvaluators(exp.evaluators)
+        compiled ??= compileEvaluators(exp.evaluators, this.opts.sandbox)
       } catch (err) {
         if (!(err instanceof EvaluatorConfigError)) throw err
         // Stored before a check that now refuses it (an `$async` schema): it fails, rather than

@@ -1,0 +1,64 @@
+import { afterAll, describe, expect, it } from 'vitest'
+import { compileEvaluators, type HeavyEvaluator, heavyScorer } from './evaluators.ts'
+import { EvaluatorSandbox } from './sandbox.ts'
+
+// One worker for the file (a fresh one after each deadline), as the service has.
+const sandbox = new EvaluatorSandbox({ timeoutMs: 300 })
+afterAll(() => sandbox.close())
+
+const schema: HeavyEvaluator = {
+  type: 'json-schema',
+  schema: { type: 'object', required: ['city'], properties: { city: { type: 'string', pattern: '^[A-Z]' } } },
+}
+const regex: HeavyEvaluator = { type: 'regex', pattern: '^answer-\\d+$' }
+
+describe('the evaluator sandbox (a worker thread with a deadline)', () => {
+  it('scores as the evaluators do on the event loop', async () => {
+    for (const [evaluator, output] of [
+      [regex, 'answer-12'],
+      [regex, 'wrong-12'],
+      [schema, '{"city":"Paris"}'],
+      [schema, '{"city":"paris"}'],
+      [schema, 'not json'],
+    ] as const) {
+      expect(await sandbox.run(evaluator, output), output).toEqual(heavyScorer(evaluator)(output))
+    }
+    // Through compileEvaluators, as the runner calls it.
+    const [compiled] = compileEvaluators([regex], sandbox)
+    expect(
+      await compiled?.evaluate({ output: 'answer-7', expected: null, variables: {} }, async () => ''),
+    ).toEqual({
+      score: 1,
+    })
+  })
+
+  it('stops an evaluation past its deadline, the event loop free meanwhile, and goes on with a fresh worker', async () => {
+    // Linear in the output but times the pattern: seconds on 100 KB (a hostile-input sweep's case).
+    const slow: HeavyEvaluator = { type: 'regex', pattern: '[a-c]{1,1000}[d-f]' }
+    let ticks = 0
+    const ticker = setInterval(() => ticks++, 10)
+    const started = performance.now()
+    const result = await sandbox.run(slow, 'abc'.repeat(40_000))
+    const took = performance.now() - started
+    clearInterval(ticker)
+    expect(result).toMatchObject({
+      error: expect.stringMatching(/took longer than 300 ms \(on 120000 characters/),
+    })
+    expect(took).toBeLessThan(3_000)
+    // The event loop ran its timers while the worker was busy (on it, none would have run).
+    expect(ticks).toBeGreaterThanOrEqual(10)
+    expect(await sandbox.run(regex, 'answer-1')).toEqual({ score: 1 })
+  })
+
+  it('queues evaluations one at a time, each with its own deadline, and answers an error once closed', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => sandbox.run(regex, i % 2 === 0 ? `answer-${i}` : `x-${i}`)),
+    )
+    expect(results.map((r) => ('score' in r ? r.score : r.error))).toEqual(
+      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? 1 : 0)),
+    )
+    const closed = new EvaluatorSandbox({ timeoutMs: 300 })
+    await closed.close()
+    expect(await closed.run(regex, 'answer-1')).toEqual({ error: 'the service is stopping' })
+  })
+})
