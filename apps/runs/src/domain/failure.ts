@@ -39,6 +39,14 @@ export function streamEndedEarly(missing: string): AppError {
   })
 }
 
+/** An answer past RUN_MAX_OUTPUT_BYTES, or what the provider sent for it past its bound (`services/bounded.ts`). */
+export function answerTooLong(maxOutputBytes: number): AppError {
+  return new AppError('PROVIDER_ERROR', 'the answer was longer than RUN_MAX_OUTPUT_BYTES allows', {
+    providerStatus: null,
+    maxOutputBytes,
+  })
+}
+
 interface SdkErrorShape {
   name?: unknown
   status?: unknown

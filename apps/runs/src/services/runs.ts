@@ -11,10 +11,11 @@ import {
 } from '@pm/contracts'
 import { type Deadline, deadline, newId } from '@pm/kit'
 import type { FastifyBaseLogger } from 'fastify'
-import { providerFailure } from '../domain/failure.ts'
+import { answerTooLong as tooLong, providerFailure } from '../domain/failure.ts'
 import { chooseModel, mergeParams } from '../domain/params.ts'
 import type { RunStore } from '../store/types.ts'
 import type { Connections, OpenConnection } from './connections.ts'
+import { boundedFetch } from './bounded.ts'
 import type { Egress } from './egress.ts'
 import type { OrgLimiter } from './limiter.ts'
 import type { Completion, OnDelta, ProviderAdapter, ProviderTarget } from './providers/types.ts'
@@ -75,13 +76,6 @@ export function preloadProviders(): void {
 }
 
 const elapsed = (from: number): number => Math.max(0, Math.round(performance.now() - from))
-
-function tooLong(maxOutputBytes: number): AppError {
-  return new AppError('PROVIDER_ERROR', 'the answer was longer than RUN_MAX_OUTPUT_BYTES allows', {
-    providerStatus: null,
-    maxOutputBytes,
-  })
-}
 
 /** An answer's size as RUN_MAX_OUTPUT_BYTES counts it: its text and its tool calls' arguments. */
 function outputBytes(completion: Completion): number {
@@ -196,7 +190,8 @@ export class Runs {
           apiKey: connection.apiKey,
           baseUrl: connection.baseUrl,
           headers: connection.headers,
-          fetch: egress.fetch,
+          // The provider's answer bounded as it is read, before the SDK holds it whole.
+          fetch: boundedFetch(egress.fetch, maxOutputBytes),
           fetchOptions: egress.fetchOptions,
           timeoutMs: timeoutMs + 1_000,
         })
@@ -213,15 +208,24 @@ export class Runs {
       const callSignal = limit.signal
       // A client gone already (while the prompt rendered, or the lookup ran) gets no provider call.
       if (callSignal.aborted) throw callSignal.reason
-      const call = { model: run.model, messages: run.messages, params: run.params, signal: callSignal }
+      // Thrown inside the adapter's read of the stream, which ends it (the SDK aborts the
+      // request). A stream's text and its tool calls' arguments are held by the adapter (the
+      // text here and in the SSE buffer too): without a bound a provider could fill the memory.
+      const count = (piece: string) => {
+        streamedBytes += Buffer.byteLength(piece)
+        if (streamedBytes > maxOutputBytes) throw tooLong(maxOutputBytes)
+      }
+      const call = {
+        model: run.model,
+        messages: run.messages,
+        params: run.params,
+        signal: callSignal,
+        onArguments: count,
+      }
       completion = onDelta
         ? await adapter.stream(call, (content) => {
             firstToken ??= elapsed(started)
-            // Thrown inside the adapter's read of the stream, which ends it (the SDK aborts the
-            // request). A stream's text is held by the adapter, here and in the SSE buffer:
-            // without a bound a provider could fill the memory.
-            streamedBytes += Buffer.byteLength(content)
-            if (streamedBytes > maxOutputBytes) throw tooLong(maxOutputBytes)
+            count(content)
             streamed += content
             // The provider's stream is read on once the client has taken this delta, or when the
             // call is aborted (a reader that stopped does not hold the call past its deadline).

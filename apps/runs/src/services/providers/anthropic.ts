@@ -145,8 +145,11 @@ export class AnthropicAdapter implements ProviderAdapter {
             await onDelta(text)
           } else if (event.delta?.type === 'input_json_delta') {
             const known = calls.get(event.index)
-            if (known)
-              known.arguments += optionalText(event.delta.partial_json, "a tool call's arguments") ?? ''
+            if (known) {
+              const piece = optionalText(event.delta.partial_json, "a tool call's arguments") ?? ''
+              call.onArguments?.(piece)
+              known.arguments += piece
+            }
           }
           break
         case 'message_delta': {

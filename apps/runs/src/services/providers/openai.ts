@@ -1,6 +1,6 @@
 import type { ToolCall } from '@pm/contracts'
 import OpenAI from 'openai'
-import { listOf, optionalText, tokenCount } from '../../domain/answer.ts'
+import { invalidAnswer, listOf, optionalText, tokenCount } from '../../domain/answer.ts'
 import { streamEndedEarly } from '../../domain/failure.ts'
 import type { Completion, ModelCall, OnDelta, ProviderAdapter, ProviderTarget } from './types.ts'
 
@@ -34,7 +34,10 @@ export class OpenAIAdapter implements ProviderAdapter {
   async complete(call: ModelCall): Promise<Completion> {
     const answer = await this.client.chat.completions.create(body(call), { signal: call.signal })
     // Checked as it is read: the SDK does not (domain/answer.ts).
-    const choice = listOf(answer.choices)[0]
+    const choice = listOf(answer?.choices)[0]
+    // A 200 with no choice (an HTML page, a stream's text, another API's JSON) is no answer: it
+    // was logged as a success with empty content.
+    if (!choice) throw invalidAnswer('it has no choices')
     const toolCalls: ToolCall[] = []
     for (const t of listOf(choice?.message?.tool_calls)) {
       if (t.type === 'function')
@@ -86,7 +89,10 @@ export class OpenAIAdapter implements ProviderAdapter {
         const args = optionalText(t.function?.arguments, "a tool call's arguments")
         if (id) known.id = id
         if (name) known.name += name
-        if (args) known.arguments += args
+        if (args) {
+          call.onArguments?.(args)
+          known.arguments += args
+        }
         calls.set(t.index, known)
       }
       const reason = optionalText(choice.finish_reason, 'finish_reason')

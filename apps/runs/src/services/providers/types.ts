@@ -7,6 +7,11 @@ export interface ModelCall {
   params: RunParams
   /** Aborts the call: the client left, or the deadline passed. */
   signal: AbortSignal
+  /**
+   * Told each piece of a streamed tool call's arguments as it comes, before it is kept; what it
+   * throws ends the call (RUN_MAX_OUTPUT_BYTES counts the arguments with the text).
+   */
+  onArguments?: (piece: string) => void
 }
 
 /** What an adapter answers, the same for every provider. */
