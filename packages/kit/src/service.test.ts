@@ -1,0 +1,76 @@
+import { connect } from 'node:net'
+import { Writable } from 'node:stream'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createService, REQUEST_TIMEOUT_MS, type Service } from './service.ts'
+
+/**
+ * A client that never finishes sending its request must not hold its connection for good: a few
+ * hundred of them took every file descriptor of the gateway. Answers are not bounded the same way.
+ */
+describe('the request timeout', () => {
+  let app: Service
+  let port = 0
+  beforeAll(async () => {
+    app = createService({
+      name: 'request-timeout-test',
+      internalSecret: 's'.repeat(32),
+      requireContext: false,
+      requestTimeoutMs: 1_000,
+      logStream: new Writable({ write: (_c, _e, done) => done() }),
+    })
+    app.post('/echo', async (request) => request.body)
+    // An answer that takes longer than the request timeout, as a streamed run does.
+    app.get('/slow', (_request, reply) => {
+      reply.hijack()
+      reply.raw.writeHead(200, { 'content-type': 'text/plain' })
+      let n = 0
+      const timer = setInterval(() => {
+        reply.raw.write(`${n}\n`)
+        if (++n === 8) {
+          clearInterval(timer)
+          reply.raw.end()
+        }
+      }, 300)
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    port = (app.server.address() as { port: number }).port
+  })
+  afterAll(() => app.close())
+
+  it('is on by default, in minutes', () => {
+    expect(REQUEST_TIMEOUT_MS).toBeGreaterThanOrEqual(60_000)
+    expect(REQUEST_TIMEOUT_MS).toBeLessThanOrEqual(300_000)
+  })
+
+  it('closes the connection of a body that never ends, however slowly it trickles', async () => {
+    const started = Date.now()
+    const socket = connect(port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.write(
+      'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"a":"',
+    )
+    const trickle = setInterval(() => socket.write('a'), 100)
+    const closed = await new Promise<boolean>((resolve) => {
+      socket.once('close', () => resolve(true))
+      setTimeout(() => resolve(false), 5_000)
+    })
+    clearInterval(trickle)
+    socket.destroy()
+    expect(closed).toBe(true)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900)
+  })
+
+  it('leaves an answer that takes longer than it alone', async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/slow`)
+    expect(await res.text()).toBe('0\n1\n2\n3\n4\n5\n6\n7\n')
+  })
+
+  it('leaves a request sent in time alone', async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ a: 1 }),
+    })
+    expect(await res.json()).toEqual({ a: 1 })
+  })
+})
