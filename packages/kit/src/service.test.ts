@@ -19,6 +19,11 @@ describe('the request timeout', () => {
       logStream: new Writable({ write: (_c, _e, done) => done() }),
     })
     app.post('/echo', async (request) => request.body)
+    // A request sent at once, answered after the request timeout (a run not streamed).
+    app.post('/wait', async (request) => {
+      await new Promise((resolve) => setTimeout(resolve, 2_000))
+      return request.body
+    })
     // An answer that takes longer than the request timeout, as a streamed run does.
     app.get('/slow', (_request, reply) => {
       reply.hijack()
@@ -65,8 +70,8 @@ describe('the request timeout', () => {
     expect(await res.text()).toBe('0\n1\n2\n3\n4\n5\n6\n7\n')
   })
 
-  it('leaves a request sent in time alone', async () => {
-    const res = await fetch(`http://127.0.0.1:${port}/echo`, {
+  it.each(['/echo', '/wait'])('leaves a request sent in time alone (%s)', async (path) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ a: 1 }),
