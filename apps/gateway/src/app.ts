@@ -37,6 +37,9 @@ import { type LimitOutcome, RateLimits, rateLimitHeaders } from './rateLimits.ts
 export { loadGatewayConfig, GatewayConfigSchema, type GatewayConfig } from './config.ts'
 export { ROUTES, type RoutePolicy } from './policy.ts'
 
+/** How much longer than the longest upstream wait a client's connection may sit idle. */
+const IDLE_MARGIN_MS = 30_000
+
 export interface GatewayAppOptions {
   config: GatewayConfig
   bus?: EventBus
@@ -136,6 +139,9 @@ export async function buildApp(opts: GatewayAppOptions): Promise<Service> {
     logStream: opts.logStream,
     requireContext: false,
     parseJsonBodies: false,
+    // A client that stops reading an answer held its connection, and what was buffered for it,
+    // for good (a streamed run: some 10 MB each). Longer than any upstream's answer may take.
+    idleTimeoutMs: Math.max(config.UPSTREAM_TIMEOUT_MS, config.RUNS_UPSTREAM_TIMEOUT_MS) + IDLE_MARGIN_MS,
     https,
     trustProxy: trustProxy && trustProxy.length > 0 ? trustProxy : false,
     // The public route's template (the proxy itself is one wildcard route).

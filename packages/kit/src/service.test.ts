@@ -79,3 +79,63 @@ describe('the request timeout', () => {
     expect(await res.json()).toEqual({ a: 1 })
   })
 })
+
+/**
+ * A client that stops reading an answer must not hold its connection, and what is buffered for
+ * it, for good: the gateway closes a connection idle for longer than any upstream may take.
+ */
+describe('the idle timeout', () => {
+  let app: Service
+  let port = 0
+  /** How each answer of /big ended: finished, or closed before it was. */
+  const ended: string[] = []
+  beforeAll(async () => {
+    app = createService({
+      name: 'idle-timeout-test',
+      internalSecret: 's'.repeat(32),
+      requireContext: false,
+      idleTimeoutMs: 1_000,
+      logStream: new Writable({ write: (_c, _e, done) => done() }),
+    })
+    // Far more than the sockets' buffers hold, written as fast as the client takes it.
+    app.get('/big', (_request, reply) => {
+      reply.hijack()
+      const res = reply.raw
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      const chunk = Buffer.alloc(64 * 1024, 'a')
+      let left = 1024
+      const go = () => {
+        while (left-- > 0) if (!res.write(chunk)) return void res.once('drain', go)
+        res.end()
+      }
+      res.on('close', () => ended.push(res.writableFinished ? 'finished' : 'closed'))
+      go()
+    })
+    // Silent for a while, under the idle timeout, then answered.
+    app.get('/quiet', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 600))
+      return { ok: true }
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    port = (app.server.address() as { port: number }).port
+  })
+  afterAll(() => app.close())
+
+  it('closes the connection of a client that stopped reading', async () => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n')
+      socket.pause()
+    })
+    socket.on('error', () => {})
+    await expect.poll(() => ended, { timeout: 5_000 }).toEqual(['closed'])
+    socket.destroy()
+  })
+
+  it('leaves a client that reads, and a wait under the timeout, alone', async () => {
+    const big = await fetch(`http://127.0.0.1:${port}/big`)
+    expect((await big.arrayBuffer()).byteLength).toBe(64 * 1024 * 1024)
+    expect(ended.at(-1)).toBe('finished')
+    const quiet = await fetch(`http://127.0.0.1:${port}/quiet`)
+    expect(await quiet.json()).toEqual({ ok: true })
+  })
+})

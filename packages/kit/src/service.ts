@@ -55,6 +55,12 @@ export interface ServiceOptions {
   bodyLimit?: number
   /** How long a client may take to send a whole request (REQUEST_TIMEOUT_MS by default; tests shorten it). */
   requestTimeoutMs?: number
+  /**
+   * A connection on which nothing is read or written for this long is closed, a request in
+   * flight too (default none: the services' only clients are the gateway and each other). It
+   * must exceed the longest wait for an answer; the gateway's clients need it (app.ts).
+   */
+  idleTimeoutMs?: number
   /** Checks for /health/ready; each throws when its dependency is not usable. */
   readiness?: Record<string, ReadinessCheck>
   /**
@@ -274,6 +280,7 @@ export function createService(opts: ServiceOptions): Service {
     logController: new AccessLog({ requestIdLogLabel: 'requestId' }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     requestTimeout,
+    ...(opts.idleTimeoutMs ? { connectionTimeout: opts.idleTimeoutMs } : {}),
     ajv: {
       // No meta-schema check of the contract's constant schemas at each start (about 45 ms of a
       // service start's 640 ms of main-thread CPU: Ajv compiles the draft-07 meta-schema, then
