@@ -411,4 +411,45 @@ describe('two saves of one draft at once: neither writes back what the other cha
       variables: [{ name: 'name', description: 'who' }],
     })
   })
+
+  it('a publish, a promote or an unpublish on a clock behind the draft does not take its updatedAt back', async () => {
+    // A save that read the draft at T; another save at T (written as T + 1, later than the one it
+    // read); then a write dated from a clock reading T again (the same millisecond, or a replica a
+    // little behind). Had that write set updatedAt back to T, the first save's compare-and-set
+    // would find "its" draft and write back the template it read, undoing the second save.
+    const steps: [string, (id: string) => Promise<unknown>][] = [
+      [
+        'publish',
+        (id) => t.app.inject({ method: 'POST', url: `/api/v1/prompts/${id}/publish`, headers: t.as() }),
+      ],
+      ['promote', (id) => promote(id, { version: 1 })],
+      [
+        'unpublish',
+        (id) => t.app.inject({ method: 'DELETE', url: `/api/v1/prompts/${id}/publish`, headers: t.as() }),
+      ],
+    ]
+    for (const [label, step] of steps) {
+      const { prompt } = await promptWithVersions(1)
+      if (label === 'unpublish')
+        expect((await patch(prompt._id, '', { isPublic: true })).statusCode).toBe(200)
+      const draft = (await patch(prompt._id, '', { template: 'Draft {{name}}' })).json<Prompt>()
+      const race = landBetween(async () => {
+        vi.useFakeTimers({ toFake: ['Date'] })
+        vi.setSystemTime(Date.parse(draft.updatedAt))
+        try {
+          expect((await patch(prompt._id, '', { template: 'Saved by B {{name}}' })).statusCode).toBe(200)
+          expect(((await step(prompt._id)) as { statusCode: number }).statusCode, label).toBeLessThan(300)
+        } finally {
+          vi.useRealTimers()
+        }
+      })
+      const a = await patch(prompt._id, '', { variables: [{ name: 'name', description: 'who' }] })
+      race.restore()
+      expect(a.statusCode, a.body).toBe(200)
+      expect(a.json<Prompt>(), label).toMatchObject({
+        template: 'Saved by B {{name}}',
+        variables: [{ name: 'name', description: 'who' }],
+      })
+    }
+  })
 })

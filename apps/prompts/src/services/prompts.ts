@@ -580,12 +580,21 @@ export class PromptsService {
 
   /** DELETE publish: the prompt leaves the public catalog; versions and pins are kept. */
   async unpublish(organizationId: string, id: string, audit?: AuditContext): Promise<PromptRecord> {
-    const current = await this.get(organizationId, id)
+    return this.unchangedSinceRead(organizationId, id, (current) => this.unpublishFrom(current, audit))
+  }
+
+  private async unpublishFrom(
+    current: PromptRecord,
+    audit: AuditContext | undefined,
+  ): Promise<PromptRecord | null> {
+    const { organizationId, _id: id } = current
     if (!current.isPublic) return current
+    // Onto the draft read, with a later updatedAt: a clock reading behind it would take the
+    // draft's updatedAt back, and a save that read it before another save would undo that one.
     const updated = await this.store.updatePrompt(
       organizationId,
       id,
-      { isPublic: false, updatedAt: new Date().toISOString() },
+      { isPublic: false, updatedAt: laterThan(current.updatedAt) },
       (before, after) => {
         const visibility = visibilityChanged(before, after)
         // A concurrent unpublish already made it private: nothing changed, nothing to record.
@@ -596,8 +605,10 @@ export class PromptsService {
           ...auditRow(audit, organizationId, 'prompt.visibility.changed', { type: 'prompt', id }, summary),
         ]
       },
+      current.updatedAt,
     )
-    if (!updated) throw new AppError('NOT_FOUND', 'prompt not found')
+    // Another write came first (or the prompt is gone): read again.
+    if (!updated) return null
     this.onOutboxWritten()
     this.changed(updated, 'unpublished')
     return updated

@@ -439,10 +439,12 @@ export class MongoPromptStore implements PromptStore {
       if (!stored) return null
       const { pin, events, history } = build(withType(stored))
       // A dotted path sets one environment only: a concurrent promote of the other one is kept.
-      const $set: Record<string, unknown> = { [`environments.${env}`]: pin, updatedAt: pin.promotedAt }
+      const $set: Record<string, unknown> = { [`environments.${env}`]: pin }
       const after = await this.prompts.findOneAndUpdate(
         { _id: id, organizationId },
-        { $set },
+        // $max: never back to an earlier updatedAt (a save's compare-and-set would then match a
+        // draft it read before another save, and undo that save). ISO strings order as times.
+        { $set, $max: { updatedAt: pin.promotedAt } },
         { returnDocument: 'after', session },
       )
       if (!after) return null
@@ -522,11 +524,9 @@ export class MongoPromptStore implements PromptStore {
           const moved = await this.prompts.updateOne(
             { _id: promptId, versionCount: prompt.versionCount },
             {
-              $set: {
-                versionCount: version.version,
-                currentVersionId: version._id,
-                updatedAt: version.publishedAt,
-              },
+              $set: { versionCount: version.version, currentVersionId: version._id },
+              // Never back to an earlier updatedAt (setEnvironment).
+              $max: { updatedAt: version.publishedAt },
             },
             { session },
           )

@@ -590,7 +590,9 @@ export class SqlitePromptStore implements PromptStore {
       // json_set on the one key: a concurrent promote of the other environment is not overwritten.
       this.db
         .prepare(
-          `UPDATE prompts SET environments = json_set(environments, ?, json(?)), updated_at = ?
+          // max(): never back to an earlier updatedAt (a save's compare-and-set would then match
+          // a draft it read before another save, and undo that save).
+          `UPDATE prompts SET environments = json_set(environments, ?, json(?)), updated_at = max(updated_at, ?)
            WHERE id = ? AND organization_id = ?`,
         )
         .run(`$.${env}`, JSON.stringify(pin), pin.promotedAt, id, organizationId)
@@ -694,7 +696,10 @@ export class SqlitePromptStore implements PromptStore {
       const { version, outbox, extra } = build(prompt, prompt.versionCount + 1)
       this.insertVersion(version)
       this.db
-        .prepare('UPDATE prompts SET version_count = ?, current_version_id = ?, updated_at = ? WHERE id = ?')
+        // max(): never back to an earlier updatedAt (setEnvironment).
+        .prepare(
+          'UPDATE prompts SET version_count = ?, current_version_id = ?, updated_at = max(updated_at, ?) WHERE id = ?',
+        )
         .run(version.version, version._id, version.publishedAt, promptId)
       this.insertOutbox(outbox)
       for (const o of extra ?? []) this.insertOutbox(o)
