@@ -1,6 +1,6 @@
 import { AppError } from '@pm/contracts'
 import { describe, expect, it } from 'vitest'
-import { isJsonl, parseCsvItems, parseJsonlItems } from './items.ts'
+import { isJsonl, parseCsvItems, parseJsonlItems, variableNameProblem } from './items.ts'
 
 const MB = 1024 * 1024
 function failure(fn: () => unknown): AppError {
@@ -84,6 +84,14 @@ describe('dataset uploads', () => {
       const err = failure(() => parseJsonlItems(Buffer.from(`{"variables":{"a":1}}\n${line}\n`), 10))
       expect([err.code, err.details], line.slice(0, 40)).toMatchObject(['VALIDATION_ERROR', { row: 2 }])
     }
+  })
+
+  it('CSV: a column whose name holds U+0000 is refused by the header row (a variable key MongoDB cannot store)', () => {
+    const csv = failure(() => parseCsvItems(Buffer.from('q,a\u0000b\nx,y\n'), 10, MB))
+    expect([csv.code, csv.details]).toMatchObject(['VALIDATION_ERROR', { row: 1 }])
+    expect(csv.message).toMatch(/U\+0000/)
+    // The JSON route's rule (variableNameProblem), for keys the JSON body rule has not seen.
+    expect(variableNameProblem('a\u0000')).toMatch(/U\+0000/)
   })
 
   it('tells JSONL from CSV by name or type', () => {

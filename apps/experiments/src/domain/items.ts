@@ -13,14 +13,17 @@ export const VARIABLE_NAME_MAX = 200
 const EXPECTED_MAX = 100_000
 
 /**
- * What is wrong with a variable's name, or null: 1 to VARIABLE_NAME_MAX characters, and not
+ * What is wrong with a variable's name, or null: 1 to VARIABLE_NAME_MAX characters, not
  * `__proto__` (as an object key it sets the prototype rather than holding a value; the JSON
- * body parser refuses it too). One rule for the JSON route, CSV columns and JSONL items.
+ * body parser refuses it too), and no U+0000 (MongoDB cannot store such a key; the JSON body
+ * rule refuses it in JSON, but a CSV header is not JSON). One rule for the JSON route, CSV
+ * columns and JSONL items.
  */
 export function variableNameProblem(name: string): string | null {
   if (name.length === 0 || name.length > VARIABLE_NAME_MAX)
     return `variable names must be 1 to ${VARIABLE_NAME_MAX} characters`
   if (name === '__proto__') return 'a variable cannot be named `__proto__`'
+  if (name.includes('\u0000')) return 'a variable name must not contain U+0000'
   return null
 }
 
