@@ -537,6 +537,18 @@ describe('pm (in process, against a fake gateway)', () => {
     }
     expect(existsSync(dataDir)).toBe(false)
   })
+
+  it('init refuses an empty name too (the settings reader takes an empty value for none)', async () => {
+    const dataDir = join(dir, 'init-empty-name')
+    const err = capture()
+    const code = await run(
+      ['init', '--email', 'a@b.co', '--password', 'long-enough-1', '--org-name', 'Acme', '--name', ''],
+      { stdout: capture(), stderr: err, env: { ...env(), DATA_DIR: dataDir } },
+    )
+    expect(code).toBe(2)
+    expect(err.text()).toContain('error: bootstrap: name: must not be empty')
+    expect(existsSync(dataDir)).toBe(false)
+  })
 })
 
 describe('pieces', () => {

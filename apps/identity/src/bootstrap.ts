@@ -47,6 +47,10 @@ const BootstrapInputSchema = Type.Object({
 function checkInput(input: BootstrapInput): void {
   const { email, password, name, orgName, apiKey } = input
   const values = { email, password, name, orgName, keyName: apiKey?.name }
+  // loadConfig reads an empty value as a setting not given, and `name` and `keyName` are optional:
+  // an empty one given here would pass it (a user named "", which register refuses).
+  const empty = Object.entries(values).find(([, v]) => v === '')
+  if (empty) throw new AppError('VALIDATION_ERROR', `bootstrap: ${empty[0]}: must not be empty`)
   try {
     loadConfig(BootstrapInputSchema, values)
   } catch (err) {
