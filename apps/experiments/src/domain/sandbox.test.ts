@@ -61,4 +61,40 @@ describe('the evaluator sandbox (a worker thread with a deadline)', () => {
     await closed.close()
     expect(await closed.run(regex, 'answer-1')).toEqual({ error: 'the service is stopping' })
   })
+
+  it('a worker that fails while idle takes neither the process down nor the next evaluation', async () => {
+    // Answers, then fails after its answer (an 'error' event with no evaluation waiting: had no
+    // one listened, Node would throw it and end the process), and exits.
+    const failsLate = new URL(
+      `data:text/javascript,${encodeURIComponent(`
+        import { parentPort } from 'node:worker_threads'
+        parentPort.on('message', ({ id }) => {
+          parentPort.postMessage({ id, result: { score: 1 } })
+          setTimeout(() => { throw new Error('late') }, 20)
+        })
+        parentPort.postMessage({ ready: true })
+      `)}`,
+    )
+    const late = new EvaluatorSandbox({ timeoutMs: 1_000, module: failsLate })
+    try {
+      expect(await late.run(regex, 'answer-1')).toEqual({ score: 1 })
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      // A fresh worker, not the dead one (which would answer nothing until the deadline).
+      const started = performance.now()
+      expect(await late.run(regex, 'answer-2')).toEqual({ score: 1 })
+      expect(performance.now() - started).toBeLessThan(900)
+    } finally {
+      await late.close()
+    }
+    // One that exits before it is ready: an error for that evaluation, not a wait for ever.
+    const exitsAtOnce = new URL(`data:text/javascript,${encodeURIComponent('process.exit(0)')}`)
+    const gone = new EvaluatorSandbox({ timeoutMs: 1_000, module: exitsAtOnce })
+    try {
+      expect(await gone.run(regex, 'answer-1')).toMatchObject({
+        error: expect.stringMatching(/could not start/),
+      })
+    } finally {
+      await gone.close()
+    }
+  })
 })

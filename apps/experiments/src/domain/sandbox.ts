@@ -66,15 +66,25 @@ export class EvaluatorSandbox implements HeavyRunner {
       resourceLimits: { maxOldGenerationSizeMb: this.opts.maxHeapMb ?? 256 },
     })
     worker.unref()
+    // For the worker's whole life, not only while an evaluation waits: an 'error' nobody listens
+    // to is thrown by Node (the whole process ends), and a worker that ended while idle must not
+    // be handed the next evaluation (it would answer nothing until the deadline).
+    worker.on('error', () => {})
+    worker.once('exit', () => {
+      if (this.running?.worker === worker) this.running = null
+    })
     const ready = new Promise<void>((resolve, reject) => {
       const onMessage = (m: { ready?: boolean }) => {
         if (!m.ready) return
         worker.off('message', onMessage)
         worker.off('error', reject)
+        worker.off('exit', onExit)
         resolve()
       }
+      const onExit = (code: number) => reject(new Error(`it exited (code ${code}) before it was ready`))
       worker.on('message', onMessage)
       worker.once('error', reject)
+      worker.once('exit', onExit)
     })
     // Never unhandled: runNow reports a worker that failed to start.
     ready.catch(() => {})
