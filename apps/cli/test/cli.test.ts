@@ -532,7 +532,9 @@ describe('pm (in process, against a fake gateway)', () => {
         env: { ...env(), DATA_DIR: dataDir },
       })
       expect(code, flags.join(' ')).toBe(2)
-      expect(err.text()).toContain(`error: bootstrap: ${field}: must match pattern`)
+      expect(err.text()).toContain(
+        `error: bootstrap: ${field}: must not be blank, and must hold no control characters or line breaks`,
+      )
       expect(err.text()).not.toContain('long-enough-1')
     }
     expect(existsSync(dataDir)).toBe(false)

@@ -49,9 +49,22 @@ export function isDisplayName(value: string, maxLength: number): boolean {
  */
 export const TEXT_CONTROL_CHARACTERS = '\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f'
 
+export const TEXT_PATTERN = `^[^${TEXT_CONTROL_CHARACTERS}]*$`
+
 /** Text of at most `maxLength` characters, without TEXT_CONTROL_CHARACTERS. */
-export const Text = (maxLength: number) =>
-  Type.String({ maxLength, pattern: `^[^${TEXT_CONTROL_CHARACTERS}]*$` })
+export const Text = (maxLength: number) => Type.String({ maxLength, pattern: TEXT_PATTERN })
+
+/**
+ * What a value that fails one of these rules is told, in place of the validator's "must match
+ * pattern" and the pattern itself; undefined for another pattern.
+ */
+export function patternProblem(pattern: string): string | undefined {
+  if (pattern === DISPLAY_NAME_PATTERN)
+    return 'must not be blank, and must hold no control characters or line breaks'
+  if (pattern === TEXT_PATTERN)
+    return 'must hold no control characters (tab, line feed and carriage return are fine; U+000B, U+000C, U+0000 and the like are not)'
+  return undefined
+}
 
 const TEXT_CONTROL_RE = new RegExp(`[${TEXT_CONTROL_CHARACTERS}]`)
 /** Where the first character that text may not hold is, or -1 (CSV rows and prompt files). */

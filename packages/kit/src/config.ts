@@ -1,6 +1,7 @@
 import type { Static, TObject } from '@sinclair/typebox'
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
+import { patternProblem } from '@pm/contracts'
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -61,7 +62,9 @@ export function loadConfig<T extends TObject>(
         e.keyword === 'required'
           ? String((e.params as { missingProperty: string }).missingProperty)
           : e.instancePath.replace(/^\//, '')
-      return `${name}: ${e.keyword === 'required' ? 'is required' : e.message}`
+      const pattern = e.keyword === 'pattern' ? (e.params as { pattern?: string }).pattern : undefined
+      const problem = pattern === undefined ? undefined : patternProblem(pattern)
+      return `${name}: ${e.keyword === 'required' ? 'is required' : (problem ?? e.message)}`
     })
     throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
   }

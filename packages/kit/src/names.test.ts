@@ -112,7 +112,17 @@ describe('names (one line, not blank: DISPLAY_NAME_PATTERN)', () => {
       const res = await app.inject({ method: 'POST', url: '/things', headers, payload: { name } })
       expect(res.statusCode, label).toBe(ok ? 200 : 400)
       if (ok) expect(res.json(), label).toEqual({ name })
-      else expect(res.json().error.code, label).toBe('VALIDATION_ERROR')
+      else {
+        expect(res.json().error.code, label).toBe('VALIDATION_ERROR')
+        // Said in words where the pattern is the failing rule, not as the pattern.
+        if (name.length >= 1 && name.length <= 20)
+          expect(res.json().error.details, label).toEqual([
+            {
+              path: '/body/name',
+              message: 'must not be blank, and must hold no control characters or line breaks',
+            },
+          ])
+      }
       expect(Value.Check(DisplayName(20), name), label).toBe(ok)
       expect(isDisplayName(name, 20), label).toBe(ok)
     }

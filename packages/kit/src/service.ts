@@ -7,6 +7,7 @@ import {
   type ErrorBody,
   type ErrorCode,
   isErrorCode,
+  patternProblem,
 } from '@pm/contracts'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, {
@@ -177,7 +178,11 @@ function fieldMessage(
   location: string,
   instancePath: string,
   extra: string | undefined,
+  pattern?: string,
 ): string {
+  // The contract's name and text rules, said in words rather than as their patterns.
+  const problem = keyword === 'pattern' && pattern !== undefined ? patternProblem(pattern) : undefined
+  if (problem) return problem
   if (keyword === 'additionalProperties' && location === 'body' && instancePath === '' && extra) {
     return `unknown field "${extra}": this body takes only the fields the route declares (template values go inside "variables": {"variables": {"${extra}": ...}})`
   }
@@ -203,7 +208,8 @@ export function toErrorResponse(
       const path = `/${location}${v.instancePath || ''}${
         v.keyword === 'required' ? `/${(v.params as { missingProperty?: string }).missingProperty}` : ''
       }${v.keyword === 'additionalProperties' ? `/${extra}` : ''}`
-      return { path, message: fieldMessage(v.keyword, v.message, location, v.instancePath, extra) }
+      const pattern = (v.params as { pattern?: string }).pattern
+      return { path, message: fieldMessage(v.keyword, v.message, location, v.instancePath, extra, pattern) }
     })
     return { status: 400, body: errorBody('VALIDATION_ERROR', 'request is invalid', requestId, details) }
   }

@@ -245,6 +245,14 @@ describe('prompt files', () => {
     ).toMatch(/too large/)
     expect(failure('a.json', bytes('{"name": "x", "template": "a", "evil": 1}'))).toMatch(/unknown field/)
     expect(failure('a.json', bytes('{nope'))).toMatch(/not valid JSON/)
+    // The routes' name rule, said in words (a line separator is no C0 control: the file passes
+    // the text check, then the name rule).
+    expect(failure('a.json', bytes('{"name":"a\u2028b","template":"a"}'))).toBe(
+      'name: must not be blank, and must hold no control characters or line breaks',
+    )
+    expect(failure('a.json', bytes('{"name":"x","template":"a","tags":["t\u0085"]}'))).toBe(
+      'tags.0: must not be blank, and must hold no control characters or line breaks',
+    )
     expect(failure('a.txt', bytes('hi'))).toMatch(/unknown file type/)
     expect(failure('a.prompt', bytes('---\nmetadata:\n  prompt:\n    slug: Not A Slug\n---\nhi'))).toMatch(
       /slug/,

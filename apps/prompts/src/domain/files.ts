@@ -13,6 +13,7 @@ import {
   PromptType,
   type PromptType as PromptKind,
   TemplateMessage,
+  patternProblem,
   textControlAt,
   type Variable,
   type VariableInput,
@@ -701,7 +702,9 @@ function validate(prompt: FilePrompt): FilePrompt {
   if (!Value.Check(CreatePromptRequest, REFS, request)) {
     const first = Value.Errors(CreatePromptRequest, REFS, request).First()
     const where = first?.path ? first.path.slice(1).replace(/\//g, '.') : 'the prompt'
-    throw new FileError(`${where}: ${first?.message ?? 'is not valid'}`)
+    const pattern = (first?.schema as { pattern?: unknown } | undefined)?.pattern
+    const problem = typeof pattern === 'string' ? patternProblem(pattern) : undefined
+    throw new FileError(`${where}: ${problem ?? first?.message ?? 'is not valid'}`)
   }
   return prompt
 }
