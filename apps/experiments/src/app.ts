@@ -123,8 +123,12 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
   app.addHook('onClose', async () => {
     closing = true
     clearTimeout(scanTimer)
-    await runner.close()
+    // The runner gives its units in flight back (a unit whose signal was aborted is released, not
+    // recorded), so the sandbox stops at once too: an evaluation running or queued then ends
+    // now, not after its deadline, which could outlast SHUTDOWN_TIMEOUT_MS.
+    const stopping = runner.close()
     await sandbox.close()
+    await stopping
     // An entry the relay has not sent stays in the outbox for the next start.
     await relay.stop()
     await executor.close()

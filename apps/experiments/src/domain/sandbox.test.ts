@@ -97,4 +97,18 @@ describe('the evaluator sandbox (a worker thread with a deadline)', () => {
       await gone.close()
     }
   })
+
+  it('close() ends the evaluation running and those queued at once, not at their deadline', async () => {
+    const closing = new EvaluatorSandbox({ timeoutMs: 10_000 })
+    const slow: HeavyEvaluator = { type: 'regex', pattern: '[a-c]{1,1000}[d-f]' }
+    const running = closing.run(slow, 'abc'.repeat(40_000))
+    const queued = closing.run(regex, 'answer-1')
+    // The first is under way in the worker (about 6 s of work at 120,000 characters).
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const started = performance.now()
+    await closing.close()
+    expect(await running).toEqual({ error: 'the evaluator stopped' })
+    expect(await queued).toEqual({ error: 'the service is stopping' })
+    expect(performance.now() - started).toBeLessThan(2_000)
+  })
 })
