@@ -262,7 +262,9 @@ export function compileSchemasNow(app: object): number {
  * bounded by it: a streamed run goes on as long as its deadline allows. The headers keep Node's
  * own bound (60 s).
  */
-export const REQUEST_TIMEOUT_MS = 120_000
+// Node's own default, 5 min: an upload at the 50 MiB limit of a file import still fits at about
+// 1.4 Mbit/s (2 min needed 3.5 Mbit/s).
+export const REQUEST_TIMEOUT_MS = 300_000
 const REQUEST_CHECK_MS = 30_000
 
 /**
