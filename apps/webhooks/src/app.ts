@@ -93,6 +93,7 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
     retryScale: config.WEBHOOK_RETRY_SCALE,
     pollMs: config.WEBHOOK_POLL_MS,
     concurrency: config.WEBHOOK_CONCURRENCY,
+    maxPerOrganization: config.WEBHOOK_MAX_IN_FLIGHT_PER_ORG,
     ...(opts.lookup ? { lookup: opts.lookup } : {}),
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     ...(tracing ? { tracing } : {}),

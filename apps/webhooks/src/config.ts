@@ -25,6 +25,11 @@ export const WebhooksConfigSchema = Type.Object({
   WEBHOOK_POLL_MS: Type.Integer({ minimum: 10, maximum: 60_000, default: 1_000 }),
   /** Attempts in flight at once, per process. */
   WEBHOOK_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 512, default: 16 }),
+  /**
+   * Of those, the most one organization's deliveries may hold at once (receivers that never answer
+   * hold a slot for WEBHOOK_TIMEOUT_MS each): another organization's deliveries are not held up.
+   */
+  WEBHOOK_MAX_IN_FLIGHT_PER_ORG: Type.Integer({ minimum: 1, maximum: 512, default: 8 }),
   /** Subscriptions one organization may hold. */
   WEBHOOK_MAX_PER_ORG: Type.Integer({ minimum: 1, maximum: 1_000, default: 25 }),
   /** Durable JetStream consumer name: every replica shares it, so each event is handled once. */

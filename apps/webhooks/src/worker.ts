@@ -23,6 +23,12 @@ export interface WorkerOptions {
   retryScale: number
   pollMs: number
   concurrency: number
+  /**
+   * Deliveries of one organization in flight in this process at most (WEBHOOK_MAX_IN_FLIGHT_PER_ORG):
+   * receivers that never answer hold their slots until the attempt's timeout, and without a share
+   * one tenant's could hold all `concurrency` of them. Unset: no share.
+   */
+  maxPerOrganization?: number
   /** Host name resolver (tests stand in for DNS); the system's by default. */
   lookup?: HostLookup
   /** Attempts and finished deliveries are counted here when given. */
@@ -68,6 +74,8 @@ export class DeliveryWorker {
   private sweeping: Promise<void> | undefined
   private readonly wakeTimers = new Set<NodeJS.Timeout>()
   private readonly inFlight = new Set<Promise<void>>()
+  /** Deliveries in flight by organization (maxPerOrganization). */
+  private readonly orgInFlight = new Map<string, number>()
   /** Aborted by stop(): ends the attempts in flight (test-sends too) instead of waiting for them. */
   private shutdown = new AbortController()
 
@@ -178,8 +186,10 @@ export class DeliveryWorker {
         if (free <= 0) break
         const now = Date.now()
         const token = newToken()
-        const claimed = await this.opts.store.claimDue(iso(now), free, token, iso(now + this.leaseMs))
-        for (const delivery of claimed) this.track(this.process(delivery, token))
+        const { maxPerOrganization: max } = this.opts
+        const share = max === undefined ? undefined : { max, inFlight: this.orgInFlight }
+        const claimed = await this.opts.store.claimDue(iso(now), free, token, iso(now + this.leaseMs), share)
+        for (const delivery of claimed) this.track(this.process(delivery, token), delivery.organizationId)
         // A full batch means there may be more due: look again once slots free up.
         if (claimed.length === free) this.again = true
       } while (this.again && this.running && this.inFlight.size < this.opts.concurrency)
@@ -190,10 +200,14 @@ export class DeliveryWorker {
     }
   }
 
-  private track(work: Promise<void>): void {
+  private track(work: Promise<void>, organizationId: string): void {
     this.inFlight.add(work)
+    this.orgInFlight.set(organizationId, (this.orgInFlight.get(organizationId) ?? 0) + 1)
     void work.finally(() => {
       this.inFlight.delete(work)
+      const left = (this.orgInFlight.get(organizationId) ?? 1) - 1
+      if (left > 0) this.orgInFlight.set(organizationId, left)
+      else this.orgInFlight.delete(organizationId)
       this.kick()
     })
   }

@@ -355,6 +355,31 @@ for (const backend of backends) {
       expect(await s.claimDue(at(120_000), 1, 'tok-c', at(150_000))).toHaveLength(1)
     })
 
+    it("keeps an organization to its share of deliveries in flight, passing over its others for the next organization's", async () => {
+      const s = await open()
+      const a = subscription(newId())
+      const b = subscription(newId())
+      await s.createSubscription(a)
+      await s.createSubscription(b)
+      const ofA = [-5000, -4000, -3000, -2000, -1000].map((ms) => delivery(a, { nextAttemptAt: at(ms) }))
+      const ofB = [-500, -400].map((ms) => delivery(b, { nextAttemptAt: at(ms) }))
+      await s.createDeliveries([...ofB, ...ofA])
+      // A has one in flight already and a share of two: one more of A, then B's, oldest first.
+      const share = { max: 2, inFlight: new Map([[a.organizationId, 1]]) }
+      const claimed = await s.claimDue(at(0), 6, 'tok', at(30_000), share)
+      expect(claimed.map((d) => d._id)).toEqual([ofA[0]?._id, ofB[0]?._id, ofB[1]?._id])
+      // Within one claim too: B's share of 2 is not exceeded by a limit that would allow more.
+      const c = subscription(newId())
+      await s.createSubscription(c)
+      const ofC = [-300, -200, -100].map((ms) => delivery(c, { nextAttemptAt: at(ms) }))
+      await s.createDeliveries(ofC)
+      const next = await s.claimDue(at(0), 10, 'tok2', at(30_000), { max: 2, inFlight: new Map() })
+      expect(next.map((d) => d._id)).toEqual([ofA[1]?._id, ofA[2]?._id, ofC[0]?._id, ofC[1]?._id])
+      // Without a share, the oldest due whatever their organization.
+      const rest = await s.claimDue(at(0), 10, 'tok3', at(30_000))
+      expect(rest.map((d) => d._id)).toEqual([ofA[3]?._id, ofA[4]?._id, ofC[2]?._id])
+    })
+
     it('lets a delivery whose lease expired be claimed again (a crashed worker)', async () => {
       const s = await open()
       const sub = subscription(newId())

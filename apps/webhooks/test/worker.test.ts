@@ -33,6 +33,97 @@ describe('DeliveryWorker.stop', () => {
     await new Promise<void>((resolve) => server.close(() => resolve()))
   })
 
+  it("keeps one organization's receivers that never answer to its share of the slots", async () => {
+    const store = new SqliteWebhookStore(
+      join(mkdtempSync(join(tmpdir(), 'pm-webhooks-worker-')), 'webhooks.db'),
+    )
+    const secrets = new SecretBox(SecretBox.generateKey())
+    const healthy = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => res.end('ok'))
+    })
+    await new Promise<void>((resolve) => healthy.listen(0, '127.0.0.1', resolve))
+    const healthyUrl = `http://127.0.0.1:${(healthy.address() as AddressInfo).port}/in`
+    const now = new Date().toISOString()
+    const subscriptionTo = async (target: string): Promise<SubscriptionRecord> => {
+      const subId = newId()
+      const sub: SubscriptionRecord = {
+        _id: subId,
+        organizationId: newId(),
+        url: target,
+        events: ['version.published'],
+        active: true,
+        secret: secrets.seal(generateSecret(), subId),
+        createdAt: now,
+        updatedAt: now,
+        disabledAt: null,
+        disabledReason: null,
+      }
+      await store.createSubscription(sub)
+      return sub
+    }
+    const deliveryOf = (sub: SubscriptionRecord, at: string): DeliveryRecord => ({
+      _id: newId(),
+      organizationId: sub.organizationId,
+      subscriptionId: sub._id,
+      eventId: newId(),
+      eventType: 'version.published',
+      body: '{}',
+      status: 'PENDING',
+      attemptCount: 0,
+      roundStart: 0,
+      nextAttemptAt: at,
+      leaseToken: null,
+      leaseUntil: null,
+      lastStatusCode: null,
+      lastError: null,
+      createdAt: at,
+      updatedAt: at,
+      deliveredAt: null,
+    })
+    const hanging = await subscriptionTo(url)
+    const other = await subscriptionTo(healthyUrl)
+    const before = arrived.length
+    // Six of the hanging organization's, due first, then the other organization's one.
+    await store.createDeliveries(
+      Array.from({ length: 6 }, (_, i) =>
+        deliveryOf(hanging, new Date(Date.now() - 10_000 + i).toISOString()),
+      ),
+    )
+    const theirs = deliveryOf(other, new Date(Date.now() - 5_000).toISOString())
+    await store.createDeliveries([theirs])
+    const worker = new DeliveryWorker({
+      store,
+      secrets,
+      log: quiet,
+      allowPrivate: true,
+      timeoutMs: 15_000,
+      retryScale: 1,
+      pollMs: 60_000,
+      concurrency: 4,
+      maxPerOrganization: 2,
+    })
+    try {
+      worker.start()
+      // Delivered while the hanging receiver holds two slots, not all four.
+      await vi.waitFor(
+        async () =>
+          expect(await store.getDelivery(other.organizationId, other._id, theirs._id)).toMatchObject({
+            status: 'DELIVERED',
+          }),
+        { timeout: 5_000, interval: 20 },
+      )
+      expect(arrived.length - before).toBe(2)
+    } finally {
+      await worker.stop()
+      await store.close()
+      healthy.closeAllConnections()
+      healthy.close()
+      // The next test counts what reaches the hanging receiver from its own worker.
+      arrived.splice(before)
+    }
+  })
+
   it('interrupts an attempt in flight, logs it and leaves the delivery due now, unleased', async () => {
     const store = new SqliteWebhookStore(
       join(mkdtempSync(join(tmpdir(), 'pm-webhooks-worker-')), 'webhooks.db'),

@@ -13,12 +13,14 @@ import type {
   AttemptRecord,
   DeliveryOutcome,
   DeliveryRecord,
+  OrganizationShare,
   Page,
   SecretRotation,
   SubscriptionPatch,
   SubscriptionRecord,
   WebhookStore,
 } from './types.ts'
+import { organizationShare } from './types.ts'
 
 /** Due for a worker at `now`: waiting, and nobody's lease is still running. */
 function claimable(now: string): Filter<DeliveryRecord> {
@@ -279,16 +281,28 @@ export class MongoWebhookStore implements WebhookStore {
       .toArray()
   }
 
-  async claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]> {
+  async claimDue(
+    now: string,
+    limit: number,
+    token: string,
+    leaseUntil: string,
+    perOrganization?: OrganizationShare,
+  ): Promise<DeliveryRecord[]> {
     const claimed: DeliveryRecord[] = []
-    // One document at a time: each findOneAndUpdate is atomic, so a delivery is claimed once.
+    const share = organizationShare(perOrganization)
+    // One document at a time: each findOneAndUpdate is atomic, so a delivery is claimed once;
+    // an organization at its share is left out of the next one's filter.
     while (claimed.length < limit) {
+      const full = share.full()
+      const filter: Filter<DeliveryRecord> =
+        full.length > 0 ? { ...claimable(now), organizationId: { $nin: full } } : claimable(now)
       const doc = await this.deliveries.findOneAndUpdate(
-        claimable(now),
+        filter,
         { $set: { leaseToken: token, leaseUntil } },
         { sort: { nextAttemptAt: 1, _id: 1 }, returnDocument: 'after' },
       )
       if (!doc) break
+      share.take(doc.organizationId)
       claimed.push(doc)
     }
     return claimed

@@ -21,12 +21,14 @@ import type {
   AttemptRecord,
   DeliveryOutcome,
   DeliveryRecord,
+  OrganizationShare,
   Page,
   SecretRotation,
   SubscriptionPatch,
   SubscriptionRecord,
   WebhookStore,
 } from './types.ts'
+import { organizationShare } from './types.ts'
 
 const SCHEMA = [
   // Audit entries written with their change, until the relay has published them (DESIGN section 15).
@@ -407,16 +409,37 @@ export class SqliteWebhookStore implements WebhookStore {
     ).map(toAttempt)
   }
 
-  async claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]> {
+  async claimDue(
+    now: string,
+    limit: number,
+    token: string,
+    leaseUntil: string,
+    perOrganization?: OrganizationShare,
+  ): Promise<DeliveryRecord[]> {
     return transaction(this.db, () => {
-      const ids = queryAll(
-        this.db,
-        `SELECT id FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= ?
-         AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at, id LIMIT ?`,
-        now,
-        now,
-        limit,
-      ).map((r) => s(r.id))
+      const ids: string[] = []
+      const share = organizationShare(perOrganization)
+      // Oldest due first; an organization at its share is left out of the next look, so each
+      // look takes at least one delivery or fills one more organization (a bounded loop).
+      while (ids.length < limit) {
+        const full = share.full()
+        const marks = full.map(() => '?').join(', ')
+        const rows = queryAll(
+          this.db,
+          `SELECT id, organization_id FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= ?
+           AND (lease_until IS NULL OR lease_until <= ?)${full.length > 0 ? ` AND organization_id NOT IN (${marks})` : ''}
+           ${ids.length > 0 ? `AND id NOT IN (${ids.map(() => '?').join(', ')})` : ''}
+           ORDER BY next_attempt_at, id LIMIT ?`,
+          now,
+          now,
+          ...full,
+          ...ids,
+          limit - ids.length,
+        )
+        if (rows.length === 0) break
+        for (const r of rows) if (ids.length < limit && share.take(s(r.organization_id))) ids.push(s(r.id))
+        if (!perOrganization) break
+      }
       if (ids.length === 0) return []
       const marks = ids.map(() => '?').join(', ')
       this.run(

@@ -90,6 +90,12 @@ export interface Page {
   limit: number
 }
 
+/** How many deliveries an organization may have in flight, and how many each has now. */
+export interface OrganizationShare {
+  max: number
+  inFlight: ReadonlyMap<string, number>
+}
+
 /**
  * The webhooks service's data: subscriptions, deliveries (one per event and subscription,
  * enforced by a unique index) and the attempts of each delivery. Deliveries double as the
@@ -170,9 +176,18 @@ export interface WebhookStore extends AuditOutbox {
 
   /**
    * Claims up to `limit` PENDING deliveries due at `now` whose lease is free or expired:
-   * sets their lease to (`token`, `leaseUntil`) and returns them as claimed.
+   * sets their lease to (`token`, `leaseUntil`) and returns them as claimed, oldest due first.
+   * With `perOrganization`, an organization gets at most `max` deliveries in flight, counting
+   * the `inFlight` it has already: its other due deliveries are passed over for the next
+   * organizations' (one tenant's slow receivers do not take every slot).
    */
-  claimDue(now: string, limit: number, token: string, leaseUntil: string): Promise<DeliveryRecord[]>
+  claimDue(
+    now: string,
+    limit: number,
+    token: string,
+    leaseUntil: string,
+    perOrganization?: OrganizationShare,
+  ): Promise<DeliveryRecord[]>
   /** The earliest nextAttemptAt of a PENDING delivery, or null (lets a worker sleep until then). */
   nextDueAt(): Promise<string | null>
   /**
@@ -209,4 +224,32 @@ export interface WebhookStore extends AuditOutbox {
 
   check(): Promise<void>
   close(): Promise<void>
+}
+
+/**
+ * An organization's share of the deliveries in flight while one claim is made: `take` counts one
+ * more for it (false when it is at its share), `full` names those at it. Without a share, every
+ * delivery is taken.
+ */
+export function organizationShare(share: OrganizationShare | undefined): {
+  take(organizationId: string): boolean
+  full(): string[]
+} {
+  const counts = new Map(share?.inFlight ?? [])
+  const full = new Set<string>()
+  for (const [org, n] of counts) if (share && n >= share.max) full.add(org)
+  return {
+    take(organizationId) {
+      if (!share) return true
+      const n = counts.get(organizationId) ?? 0
+      if (n >= share.max) {
+        full.add(organizationId)
+        return false
+      }
+      counts.set(organizationId, n + 1)
+      if (n + 1 >= share.max) full.add(organizationId)
+      return true
+    },
+    full: () => [...full],
+  }
 }
