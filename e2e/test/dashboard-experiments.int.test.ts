@@ -5,6 +5,7 @@ import {
   CONTEXT,
   checkPage,
   type DashboardService,
+  expectNoOverflow,
   failureShot,
   launchChromium,
   prepareDashboard,
@@ -14,7 +15,7 @@ import {
   WALK,
 } from '../src/dashboardPage.ts'
 import { FakeRuns } from '../src/fakeRuns.ts'
-import { caller, data, login } from '../src/prompts.ts'
+import { type Caller, caller, data, login } from '../src/prompts.ts'
 
 /**
  * The datasets and experiments pages in Debian's chromium against the embedded default (the
@@ -35,6 +36,8 @@ describe('datasets and experiments in a real browser', { timeout: WALK }, () => 
   let browser: Browser
   let page: Page
   let promptId: string
+  let user: Caller
+  let connectionId: string
   const consoleErrors: string[] = []
 
   const check = (name: string) => checkPage(page, `experiments-${name}`)
@@ -51,21 +54,23 @@ describe('datasets and experiments in a real browser', { timeout: WALK }, () => 
         INTERNAL_AUTH_SECRET: secret,
         RUNS_URL: fake.base,
         EXPERIMENT_POLL_MS: '50',
+        // A regex stopped at its deadline without waiting the default 2 s.
+        EXPERIMENT_EVALUATOR_TIMEOUT_MS: '500',
         LOG_LEVEL: 'warn',
       },
     })
     base = service.base
     const session = await login(base)
-    const user = caller(base, session.token)
+    user = caller(base, session.token)
     // A model connection to choose in the form (the fake runs answer whichever one is sent).
-    data(
+    connectionId = data<{ _id: string }>(
       await user('POST', `/api/v1/organizations/${session.organizationId}/connections`, {
         name: 'Quiz model',
         provider: 'openai',
         apiKey: 'sk-test-not-used',
       }),
       201,
-    )
+    )._id
     promptId = data<{ _id: string }>(
       await user('POST', '/api/v1/prompts', { name: 'Capitals', template: 'Q {{n}}' }),
       201,
@@ -140,5 +145,39 @@ describe('datasets and experiments in a real browser', { timeout: WALK }, () => 
     expect(await items.innerText()).toMatch(/wrong-4/)
     await check('failures')
     expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([])
+  })
+
+  it('an evaluator stopped at its deadline: its error is written in the cell, readable at 390 px', async () => {
+    consoleErrors.length = 0
+    // `long: true`: the fake runs answer 100,000 `a`s and a `c`, on which the regex backtracks.
+    const dataset = data<{ _id: string }>(
+      await user('POST', '/api/v1/datasets', {
+        name: 'Long answers',
+        items: [{ variables: { n: 1, long: true } }, { variables: { n: 2 }, expected: 'answer-2' }],
+      }),
+      201,
+    )
+    const { experimentId } = data<{ experimentId: string }>(
+      await user('POST', '/api/v1/experiments', {
+        name: 'Backtracking regex',
+        datasetId: dataset._id,
+        connectionId,
+        variants: [{ promptId, version: 1 }],
+        evaluators: [{ type: 'regex', pattern: '[a-c]{1,1000}[d-f]', name: 'ends_in_d_to_f' }],
+      }),
+      202,
+    )
+    await page.goto(`${base}/experiments/${experimentId}`)
+    await poll(() => page.getByText('completed', { exact: true }).isVisible(), { timeout: 30_000 }).toBe(true)
+    const items = page.getByRole('table', { name: 'Items side by side' })
+    const stopped = items.locator('.evaluator-error')
+    await poll(() => stopped.count()).toBe(1)
+    expect(await stopped.innerText()).toMatch(/^ends_in_d_to_f: .*took longer than 500 ms/)
+    // The answer of 100,001 characters: its first thousand, the rest behind a disclosure.
+    expect(await items.getByText('99,001 more characters').isVisible()).toBe(true)
+    expect(await page.evaluate('document.documentElement.scrollHeight')).toBeLessThan(3_000)
+    await expectNoOverflow(page, 'experiments-evaluator-error')
+    await check('evaluator-error')
+    expect(consoleErrors).toEqual([])
   })
 })

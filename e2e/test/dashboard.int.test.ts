@@ -178,10 +178,21 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     // ---- create
     await page.getByRole('link', { name: 'Create prompt' }).first().click()
     await page.waitForURL(/\/prompts\/new$/)
-    await page.getByLabel('Name').fill('Welcome message')
     await page.getByLabel('Description').fill('Greets a new customer')
     await page.getByLabel('Tags').fill('onboarding, email')
     await typeInTemplate('Hello {{ name }}!\nWelcome to {{ place }}.')
+    // A name pasted with a tab in it (copied from a table): the banner names the field and says
+    // what is wrong, not only "request is invalid".
+    errors.allow(400, 'POST', /^\/api\/v1\/prompts$/, 'a name holding a tab')
+    await page.getByLabel('Name').fill('Welcome\tmessage')
+    await page.getByRole('button', { name: 'Create draft' }).click()
+    await expect
+      .poll(() => page.getByRole('alert').innerText())
+      .toMatch(
+        /The prompt was not created: request is invalid.*VALIDATION_ERROR.*name: must not be blank, and must hold no control characters or line breaks/s,
+      )
+    await check('prompt-new-refused')
+    await page.getByLabel('Name').fill('Welcome message')
     await check('prompt-new')
     await page.getByRole('button', { name: 'Create draft' }).click()
     await page.waitForURL(/\/prompts\/[0-9a-f]{24}$/)
@@ -196,8 +207,28 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     await page.getByLabel('place required').uncheck()
     await page.getByLabel('place description').fill('Where they signed up')
     await expect.poll(() => page.getByRole('status').first().innerText()).toBe('Unsaved changes')
+    // A form feed pasted from a PDF: shown in the editor as a marked character, and the
+    // refusal says which field and what to remove; the text typed is kept.
+    errors.allow(400, 'PATCH', /^\/api\/v1\/prompts\/[0-9a-f]{24}$/, 'a template holding a form feed')
+    await page.getByRole('textbox', { name: 'Template' }).click()
+    await page.keyboard.press('Control+End')
+    await page.keyboard.insertText('\f')
+    await expect.poll(() => page.locator('.cm-specialChar').count()).toBe(1)
+    expect(await page.locator('.cm-specialChar').getAttribute('title')).toBe('Control character 0xc')
+    await page.getByRole('button', { name: 'Save draft' }).click()
+    await expect
+      .poll(() => page.getByRole('alert').innerText())
+      .toMatch(/The draft was not saved: request is invalid.*template: must hold no control characters/s)
+    expect(await page.getByRole('status').first().innerText()).toBe('Unsaved changes')
+    expect(await page.getByLabel('place description').inputValue()).toBe('Where they signed up')
+    await check('editor-refused')
+    await page.getByRole('textbox', { name: 'Template' }).click()
+    await page.keyboard.press('Control+End')
+    await page.keyboard.press('Backspace')
+    await expect.poll(() => page.locator('.cm-specialChar').count()).toBe(0)
     await page.getByRole('button', { name: 'Save draft' }).click()
     await expect.poll(() => page.getByText('Draft saved. No version was created.').isVisible()).toBe(true)
+    expect(await templateText()).toBe('Hello {{ name }}!\nWelcome to {{ place }}.')
     await check('editor')
 
     // ---- preview the draft: the unresolved placeholder is marked in place
@@ -507,7 +538,7 @@ describe('the dashboard: an author’s journey in a real browser', { timeout: WA
     await page.goto(`${promptUrl}`)
     await page.waitForURL(/\/sign-in\?next=/)
 
-    expect(checked).toHaveLength(15)
+    expect(checked).toHaveLength(17)
     expect(errors.report()).toEqual([])
   })
 })

@@ -4,6 +4,7 @@ import {
   Decoration,
   type DecorationSet,
   EditorView,
+  highlightSpecialChars,
   keymap,
   MatchDecorator,
   placeholder as placeholderExt,
@@ -61,6 +62,7 @@ const theme = EditorView.theme({
   '.cm-block': { background: '#fdf0d5', color: '#7a4b00', borderRadius: '3px', fontWeight: '600' },
   '.cm-reference': { background: '#dcf5e7', color: '#0b5d34', borderRadius: '3px', fontWeight: '600' },
   '.cm-placeholder': { color: '#6b7280' },
+  '.cm-specialChar': { color: '#b42318', fontWeight: '700' },
 })
 
 /**
@@ -98,6 +100,9 @@ export function TemplateEditor({
           history(),
           keymap.of([...defaultKeymap, ...historyKeymap]),
           EditorView.lineWrapping,
+          // Control characters (a form feed or vertical tab pasted from a PDF) shown as a red
+          // dot naming the character: the service refuses a template holding one.
+          highlightSpecialChars(),
           highlightVariables,
           theme,
           placeholderExt(placeholder ?? ''),

@@ -75,3 +75,38 @@ export function parseConfig(text: string): ParsedConfig {
 export function formatConfig(config: Record<string, unknown> | null | undefined): string {
   return config ? JSON.stringify(config, null, 2) : ''
 }
+
+/** One field a refusal names: the field in words and what is wrong with it. */
+export interface FieldProblem {
+  field: string
+  message: string
+}
+
+/** A refusal names at most this many fields in its banner. */
+export const FIELD_PROBLEMS_SHOWN = 5
+
+/**
+ * A 400's `details` ({path, message} for each field, the path a JSON pointer under its
+ * location: `/body/messages/1/content`) as fields in words: "messages › 2 › content". The
+ * banner's own message ("request is invalid") does not say which field nor why.
+ */
+export function fieldProblems(details: unknown): FieldProblem[] {
+  if (!Array.isArray(details)) return []
+  const problems: FieldProblem[] = []
+  for (const d of details) {
+    const { path, message } = (d ?? {}) as { path?: unknown; message?: unknown }
+    if (typeof path !== 'string' || !path.startsWith('/') || typeof message !== 'string') continue
+    problems.push({ field: fieldName(path), message })
+  }
+  return problems
+}
+
+function fieldName(path: string): string {
+  return path
+    .split('/')
+    .slice(2)
+    .map((part) =>
+      /^\d+$/.test(part) ? String(Number(part) + 1) : part.replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase(),
+    )
+    .join(' › ')
+}

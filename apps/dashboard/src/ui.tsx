@@ -2,12 +2,17 @@ import { PromptServiceError } from '@pm/client'
 import type { Pagination, PromptConfig, Variable } from '@pm/contracts'
 import { type InputHTMLAttributes, type ReactNode, useEffect, useId, useRef } from 'react'
 import { Link, Outlet } from 'react-router'
+import { FIELD_PROBLEMS_SHOWN, fieldProblems } from './lib.ts'
 
-/** A service error with its message and code (and request id, to quote in a report). */
+/**
+ * A service error with its message and code (and request id, to quote in a report); a 400's
+ * fields and what is wrong with each (its `details`) under it.
+ */
 export function ErrorBanner({ error, title }: { error: unknown; title?: string }) {
   if (!error) return null
   const known = error instanceof PromptServiceError
   const message = error instanceof Error ? error.message : String(error)
+  const fields = known ? fieldProblems(error.details) : []
   return (
     <div className="banner banner-error" role="alert">
       {title && <strong>{title}: </strong>}
@@ -18,6 +23,17 @@ export function ErrorBanner({ error, title }: { error: unknown; title?: string }
           <code className="error-code">{error.code}</code>
           {error.requestId && <span className="muted small"> (request {error.requestId})</span>}
         </>
+      )}
+      {fields.length > 0 && (
+        <ul className="field-problems">
+          {fields.slice(0, FIELD_PROBLEMS_SHOWN).map((f, i) => (
+            <li key={i}>
+              {f.field && <strong>{f.field}: </strong>}
+              {f.message}
+            </li>
+          ))}
+          {fields.length > FIELD_PROBLEMS_SHOWN && <li>and {fields.length - FIELD_PROBLEMS_SHOWN} more</li>}
+        </ul>
       )}
     </div>
   )

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { CONFIG_LIMIT_BYTES, formatConfig, parseConfig, parseTags, sideBySide } from '../src/lib.ts'
+import {
+  CONFIG_LIMIT_BYTES,
+  fieldProblems,
+  formatConfig,
+  parseConfig,
+  parseTags,
+  sideBySide,
+} from '../src/lib.ts'
 
 describe('parseTags', () => {
   it('trims, drops blanks and repeats', () => {
@@ -67,5 +74,29 @@ describe('parseConfig', () => {
       ok: false,
       error: expect.stringMatching(/bytes; at most 16384/),
     })
+  })
+})
+
+describe('fieldProblems', () => {
+  it('names the fields of a 400 in words, with what is wrong with each', () => {
+    expect(
+      fieldProblems([
+        { path: '/body/name', message: 'must not be blank' },
+        { path: '/body/messages/1/content', message: 'must hold no control characters' },
+        { path: '/body/variables/0/defaultValue', message: 'too long' },
+        { path: '/body', message: 'must have at least 1 property' },
+      ]),
+    ).toEqual([
+      { field: 'name', message: 'must not be blank' },
+      { field: 'messages › 2 › content', message: 'must hold no control characters' },
+      { field: 'variables › 1 › default value', message: 'too long' },
+      { field: '', message: 'must have at least 1 property' },
+    ])
+  })
+
+  it('ignores details of another shape', () => {
+    expect(fieldProblems(undefined)).toEqual([])
+    expect(fieldProblems({ dependents: [{ slug: 'a' }] })).toEqual([])
+    expect(fieldProblems([{ slug: 'a' }, null, 'x', { path: 'name', message: 'm' }])).toEqual([])
   })
 })

@@ -11,6 +11,21 @@ const pct = (x: number | null) => (x === null ? '—' : `${Math.round(x * 1000) 
 const num = (x: number | null) => (x === null ? '—' : String(Math.round(x * 1000) / 1000))
 const ms = (x: number | null) => (x === null ? '—' : `${Math.round(x)} ms`)
 const ACTIVE = ['queued', 'running']
+/** A cell shows this much of an output; the rest behind a disclosure (an answer can be 100,000 characters). */
+const OUTPUT_SHOWN = 1_000
+
+function Output({ text }: { text: string | null }) {
+  if (text === null || text.length <= OUTPUT_SHOWN) return <div className="output">{text}</div>
+  return (
+    <div className="output">
+      {text.slice(0, OUTPUT_SHOWN)}
+      <details className="output-rest">
+        <summary>{(text.length - OUTPUT_SHOWN).toLocaleString('en')} more characters</summary>
+        {text.slice(OUTPUT_SHOWN)}
+      </details>
+    </div>
+  )
+}
 
 /**
  * An experiment: its status and progress (polled while it runs), the aggregates per variant,
@@ -176,11 +191,7 @@ export function Results() {
                     )
                   return (
                     <td key={s.variant} className={r.passed ? 'cell-pass' : 'cell-fail'}>
-                      {r.error ? (
-                        <span className="error-code">{r.error}</span>
-                      ) : (
-                        <span className="output">{r.output}</span>
-                      )}
+                      {r.error ? <span className="error-code">{r.error}</span> : <Output text={r.output} />}
                       <span className="scores small">
                         {Object.entries(r.scores).map(([n, v]) => (
                           <span key={n} title={r.evaluatorErrors[n]}>
@@ -189,6 +200,13 @@ export function Results() {
                         ))}
                         {r.latencyMs !== null && <span>{ms(r.latencyMs)}</span>}
                       </span>
+                      {/* Why an evaluator could not score (a regex stopped at its deadline, say): in
+                          the cell, not only in a tooltip that touch and keyboard never show. */}
+                      {Object.entries(r.evaluatorErrors).map(([n, message]) => (
+                        <span key={n} className="evaluator-error small">
+                          {n}: {message}
+                        </span>
+                      ))}
                     </td>
                   )
                 })}
