@@ -50,7 +50,10 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
   // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
   let relay: AuditRelay | undefined
   const kick = () => relay?.kick()
-  const identity = new IdentityService(store, bus, kick, { passwordCost: config.PASSWORD_HASH_COST })
+  const identity = new IdentityService(store, bus, kick, {
+    passwordCost: config.PASSWORD_HASH_COST,
+    maxApiKeysPerOrganization: config.API_KEY_MAX_PER_ORG,
+  })
   const sessions = new Sessions(store, tokens, config.REFRESH_TOKEN_TTL_SECONDS, kick)
 
   const app = createService({

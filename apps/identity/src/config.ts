@@ -22,6 +22,8 @@ export const IdentityConfigSchema = Type.Object({
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 5, maximum: 86_400, default: 900 }),
   REFRESH_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 300, default: 30 * 86_400 }),
   AUTH_ALLOW_SIGNUP: Type.Boolean({ default: false }),
+  /** API keys neither revoked nor expired an organization may hold: past it, a create is 409. */
+  API_KEY_MAX_PER_ORG: Type.Integer({ minimum: 1, maximum: 100_000, default: 200 }),
   ...passwordSettings,
   // The rules of the register and create-organization routes (the contract's schemas).
   BOOTSTRAP_ADMIN_EMAIL: Type.Optional(Email),

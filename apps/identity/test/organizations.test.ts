@@ -2,6 +2,7 @@ import { type Member, SUBJECTS } from '@pm/contracts'
 import { hashApiKey, newId, signContext } from '@pm/kit'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { IdentityService } from '../src/services/identity.ts'
+import { loadIdentityConfig } from '../src/config.ts'
 import {
   keyContext,
   SECRET,
@@ -375,6 +376,25 @@ describe('identity: organizations, members, API keys', () => {
     expect(otherOrg.statusCode).toBe(404)
 
     expect(t.logs.join('\n')).not.toContain(key)
+  })
+
+  it('mints at most API_KEY_MAX_PER_ORG usable keys in an organization (200 by default): 409 past it', async () => {
+    expect(loadIdentityConfig({ INTERNAL_AUTH_SECRET: SECRET }).API_KEY_MAX_PER_ORG).toBe(200)
+    const bounded = new IdentityService(t.store, t.bus, undefined, {
+      passwordCost: TEST_PASSWORD_COST,
+      maxApiKeysPerOrganization: 2,
+    })
+    const input = { name: 'k', scopes: ['prompts:read' as const] }
+    const first = await bounded.createApiKey(org, owner, input)
+    await bounded.createApiKey(org, owner, input)
+    await expect(bounded.createApiKey(org, owner, input)).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: expect.stringMatching(/at most 2 API keys .*revoke one first/),
+    })
+    expect((await t.store.listApiKeys(org)).length).toBe(2)
+    await bounded.revokeApiKey(org, first.apiKey._id)
+    await bounded.createApiKey(org, owner, input)
+    expect((await t.store.listApiKeys(org)).length).toBe(3)
   })
 
   it('serves internal routes to the gateway only', async () => {

@@ -121,6 +121,25 @@ for (const backend of backends) {
       expect((await s.findApiKeyByHash(k.hash))?.lastUsedAt).toBe('2026-02-02T00:00:00.000Z')
     })
 
+    it('creates a key only while the organization holds fewer usable keys than the limit', async () => {
+      const s = await open()
+      const org = newId()
+      const limit = { max: 2, now: '2026-06-01T00:00:00.000Z' }
+      const first = key(org)
+      expect(await s.createApiKey(first, [], limit)).toBe(true)
+      // An expired key and another organization's do not count.
+      expect(await s.createApiKey(key(org, { expiresAt: '2026-05-01T00:00:00.000Z' }))).toBe(true)
+      expect(await s.createApiKey(key(newId()), [], limit)).toBe(true)
+      expect(await s.createApiKey(key(org), [], limit)).toBe(true)
+      const refused = key(org)
+      expect(await s.createApiKey(refused, [], limit)).toBe(false)
+      expect(await s.findApiKeyByHash(refused.hash)).toBeNull()
+      // A revoked one frees its place.
+      await s.revokeApiKey(org, first._id, limit.now)
+      expect(await s.createApiKey(refused, [], limit)).toBe(true)
+      expect((await s.listApiKeys(org)).length).toBe(4)
+    })
+
     it('renames an API key within its organization, with its audit entry only when the name changes', async () => {
       const s = await open()
       const org = newId()

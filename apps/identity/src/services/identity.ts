@@ -53,6 +53,9 @@ export interface RequestOrigin {
 /** A key's `lastUsedAt` is written at most this often (every resolve would be a write). */
 const TOUCH_INTERVAL_MS = 60_000
 
+/** API_KEY_MAX_PER_ORG's default: keys neither revoked nor expired an organization may hold. */
+export const DEFAULT_MAX_API_KEYS = 200
+
 /**
  * Users, organizations, memberships and API keys. It owns its side effects: a membership
  * change or a revocation is announced to the gateways here, whoever asked (route or CLI).
@@ -68,18 +71,21 @@ export class IdentityService {
    */
   /** log2 of scrypt's N for new password hashes (PASSWORD_HASH_COST). */
   private readonly passwordCost: number
+  /** Usable API keys an organization may hold (API_KEY_MAX_PER_ORG). */
+  private readonly maxApiKeys: number
   private readonly dummy: string
 
   constructor(
     store: IdentityStore,
     bus: Broadcaster,
     onAudit: () => void = () => {},
-    opts: { passwordCost?: number } = {},
+    opts: { passwordCost?: number; maxApiKeysPerOrganization?: number } = {},
   ) {
     this.store = store
     this.bus = bus
     this.onAudit = onAudit
     this.passwordCost = opts.passwordCost ?? DEFAULT_PASSWORD_COST
+    this.maxApiKeys = opts.maxApiKeysPerOrganization ?? DEFAULT_MAX_API_KEYS
     this.dummy = dummyHash(this.passwordCost)
   }
 
@@ -530,7 +536,16 @@ export class IdentityService {
       { type: 'apiKey', id: record._id },
       `created API key "${record.name}" (${record.prefix}…) with ${record.scopes.join(', ') || 'no scopes'}`,
     )
-    await this.store.createApiKey(record, entries)
+    const created = await this.store.createApiKey(record, entries, {
+      max: this.maxApiKeys,
+      now: new Date().toISOString(),
+    })
+    if (!created) {
+      throw new AppError(
+        'CONFLICT',
+        `an organization holds at most ${this.maxApiKeys} API keys that are neither revoked nor expired: revoke one first`,
+      )
+    }
     if (entries.length > 0) this.onAudit()
     return { apiKey: publicApiKey(record), key }
   }

@@ -8,6 +8,7 @@ import {
 } from '@pm/kit/mongo'
 import type { Collection, Db, MongoClient } from 'mongodb'
 import {
+  type ApiKeyLimit,
   type ApiKeyRecord,
   DuplicateError,
   type IdentityStore,
@@ -26,7 +27,7 @@ type MembershipDoc = MembershipRecord & { _id: string }
 /** `expireAt` (a Date) lets a TTL index delete expired refresh tokens. */
 type RefreshTokenDoc = RefreshTokenRecord & { expireAt: Date }
 
-const ORG_PROJECTION = { membershipVersion: 0 } as const
+const ORG_PROJECTION = { membershipVersion: 0, apiKeyVersion: 0 } as const
 
 const membershipId = (organizationId: string, userId: string) => `${organizationId}:${userId}`
 
@@ -46,8 +47,10 @@ function stripRefreshToken(doc: RefreshTokenDoc): RefreshTokenRecord {
  */
 export class MongoIdentityStore implements IdentityStore {
   private readonly users: Collection<UserRecord>
-  /** membershipVersion is internal (see changeMembership) and never read back. */
-  private readonly orgs: Collection<OrganizationRecord & { membershipVersion?: number }>
+  /** membershipVersion and apiKeyVersion are internal (changeMembership, createApiKey), never read back. */
+  private readonly orgs: Collection<
+    OrganizationRecord & { membershipVersion?: number; apiKeyVersion?: number }
+  >
   private readonly memberships: Collection<MembershipDoc>
   private readonly keys: Collection<ApiKeyRecord>
   private readonly signingKeys: Collection<SigningKeyRecord & { _id: string }>
@@ -287,14 +290,30 @@ export class MongoIdentityStore implements IdentityStore {
     }
   }
 
-  async createApiKey(key: ApiKeyRecord, audit: AuditEntry[] = []): Promise<void> {
-    if (audit.length === 0) {
+  async createApiKey(key: ApiKeyRecord, audit: AuditEntry[] = [], limit?: ApiKeyLimit): Promise<boolean> {
+    if (audit.length === 0 && !limit) {
       await this.keys.insertOne({ ...key })
-      return
+      return true
     }
-    await mongoTransaction(this.client, async (session) => {
+    return mongoTransaction(this.client, async (session) => {
+      if (limit) {
+        // A count alone does not serialize (two creates each count in their own snapshot): both
+        // first write the organization's document, so the second meets a write conflict and
+        // withTransaction runs it again, its count then including the first's insert.
+        await this.orgs.updateOne({ _id: key.organizationId }, { $inc: { apiKeyVersion: 1 } }, { session })
+        const held = await this.keys.countDocuments(
+          {
+            organizationId: key.organizationId,
+            revokedAt: null,
+            $or: [{ expiresAt: null }, { expiresAt: { $gt: limit.now } }],
+          },
+          { session },
+        )
+        if (held >= limit.max) return false
+      }
       await this.keys.insertOne({ ...key }, { session })
-      await this.auditOutbox.insert(audit, session)
+      if (audit.length > 0) await this.auditOutbox.insert(audit, session)
+      return true
     })
   }
 

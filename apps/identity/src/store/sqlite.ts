@@ -17,6 +17,7 @@ import {
   textOrNull,
 } from '@pm/kit'
 import {
+  type ApiKeyLimit,
   type ApiKeyRecord,
   DuplicateError,
   type IdentityStore,
@@ -359,10 +360,21 @@ export class SqliteIdentityStore implements IdentityStore {
     })
   }
 
-  async createApiKey(k: ApiKeyRecord, audit: AuditEntry[] = []): Promise<void> {
-    transaction(this.db, () => {
+  async createApiKey(k: ApiKeyRecord, audit: AuditEntry[] = [], limit?: ApiKeyLimit): Promise<boolean> {
+    // BEGIN IMMEDIATE serialises writers: the count sees every create before this one.
+    return transaction(this.db, () => {
+      if (limit) {
+        const held = this.db
+          .prepare(
+            `SELECT COUNT(*) AS n FROM api_keys WHERE organization_id = ? AND revoked_at IS NULL
+             AND (expires_at IS NULL OR expires_at > ?)`,
+          )
+          .get(k.organizationId, limit.now) as { n: number | bigint } | undefined
+        if (Number(held?.n ?? 0) >= limit.max) return false
+      }
       this.insertApiKey(k)
       insertAuditOutbox(this.db, audit)
+      return true
     })
   }
 

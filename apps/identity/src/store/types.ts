@@ -102,6 +102,12 @@ export class DuplicateError extends Error {
 /** The audit entries of a membership change, built from the membership before and after (null: removed). */
 export type MembershipAudit = (before: MembershipRecord, after: MembershipRecord | null) => AuditEntry[]
 
+/** How many usable API keys an organization may hold, as of `now`. */
+export interface ApiKeyLimit {
+  max: number
+  now: string
+}
+
 /**
  * Identity's data. Every method is atomic on its own; `createOrganization` writes the
  * organization and its OWNER membership together. A method given `audit` entries writes them
@@ -144,7 +150,12 @@ export interface IdentityStore extends AuditOutbox {
     allowed?: (current: MembershipRecord) => boolean,
   ): Promise<MembershipChangeResult>
 
-  createApiKey(key: ApiKeyRecord, audit?: AuditEntry[]): Promise<void>
+  /**
+   * Inserts the key with its audit entries; with `limit`, only while the organization holds
+   * fewer than `limit.max` keys that are neither revoked nor expired at `limit.now` (counted in
+   * the insert's own transaction, so creates at once do not pass it together): false otherwise.
+   */
+  createApiKey(key: ApiKeyRecord, audit?: AuditEntry[], limit?: ApiKeyLimit): Promise<boolean>
   findApiKeyByHash(hash: string): Promise<ApiKeyRecord | null>
   listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>
   /**
