@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import { MemoryBus } from '@pm/bus'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { buildApp, loadGatewayConfig } from '../src/app.ts'
+import { buildApp } from '../src/app.ts'
+import { offlineConfig } from './offline.ts'
 
 /**
  * The order of the gateway's answers when several apply: a missing credential (401) before a
@@ -13,17 +13,8 @@ describe('which refusal comes first', () => {
   const bus = new MemoryBus()
 
   beforeAll(async () => {
-    const config = loadGatewayConfig({
-      NODE_ENV: 'test',
-      LOG_LEVEL: 'silent',
-      INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
-      // Nobody listens: nothing here may reach an upstream.
-      IDENTITY_URL: 'http://127.0.0.1:9',
-      PROMPTS_URL: 'http://127.0.0.1:9',
-      RENDER_URLS: 'http://127.0.0.1:9',
-      WEBHOOKS_URL: 'http://127.0.0.1:9',
-    })
-    app = await buildApp({ config, bus })
+    // Nobody listens: nothing here may reach an upstream.
+    app = await buildApp({ config: offlineConfig(), bus })
   })
   afterAll(async () => {
     await app?.close()

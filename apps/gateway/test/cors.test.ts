@@ -1,26 +1,17 @@
-import { randomBytes } from 'node:crypto'
 import { MemoryBus } from '@pm/bus'
 import { ConfigError } from '@pm/kit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, loadGatewayConfig } from '../src/app.ts'
 import { parseCorsOrigins } from '../src/cors.ts'
+import { offlineConfig } from './offline.ts'
 
 const LISTED = 'https://app.example.com'
 const OTHER = 'https://evil.example.net'
 
 async function gateway(env: Record<string, string>) {
   const bus = new MemoryBus()
-  const config = loadGatewayConfig({
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'silent',
-    INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
-    // Upstreams nobody listens on: CORS is decided before anything is proxied.
-    IDENTITY_URL: 'http://127.0.0.1:9',
-    PROMPTS_URL: 'http://127.0.0.1:9',
-    RENDER_URLS: 'http://127.0.0.1:9',
-    WEBHOOKS_URL: 'http://127.0.0.1:9',
-    ...env,
-  })
+  // Upstreams nobody listens on: CORS is decided before anything is proxied.
+  const config = offlineConfig(env)
   const app = await buildApp({ config, bus })
   return {
     app,

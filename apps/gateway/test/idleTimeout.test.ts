@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import { MemoryBus } from '@pm/bus'
 import { describe, expect, it } from 'vitest'
-import { buildApp, loadGatewayConfig } from '../src/app.ts'
+import { buildApp } from '../src/app.ts'
+import { offlineConfig } from './offline.ts'
 
 /**
  * A client that stops reading an answer held its gateway connection for good: the gateway closes
@@ -17,16 +17,7 @@ describe("the gateway's idle timeout", () => {
     const bus = new MemoryBus()
     const app = await buildApp({
       bus,
-      config: loadGatewayConfig({
-        NODE_ENV: 'test',
-        LOG_LEVEL: 'silent',
-        INTERNAL_AUTH_SECRET: randomBytes(32).toString('hex'),
-        IDENTITY_URL: 'http://127.0.0.1:9',
-        PROMPTS_URL: 'http://127.0.0.1:9',
-        RENDER_URLS: 'http://127.0.0.1:9',
-        WEBHOOKS_URL: 'http://127.0.0.1:9',
-        ...env,
-      }),
+      config: offlineConfig(env),
     })
     try {
       expect(app.server.timeout).toBe(expected)

@@ -15,6 +15,52 @@ import { DeliveryWorker, INTERRUPTED_REASON } from '../src/worker.ts'
 
 const quiet = { info: () => {}, warn: () => {}, error: () => {} } as unknown as FastifyBaseLogger
 
+/** An active subscription of a new organization to `url`, its secret sealed by `secrets`. */
+function subscriptionTo(url: string, secrets: SecretBox): SubscriptionRecord {
+  const now = new Date().toISOString()
+  const _id = newId()
+  return {
+    _id,
+    organizationId: newId(),
+    url,
+    events: ['version.published'],
+    active: true,
+    secret: secrets.seal(generateSecret(), _id),
+    createdAt: now,
+    updatedAt: now,
+    disabledAt: null,
+    disabledReason: null,
+  }
+}
+
+/** A PENDING delivery to `sub`, due at `at`, not attempted yet. */
+function deliveryTo(
+  sub: SubscriptionRecord,
+  at: string,
+  overrides: Partial<DeliveryRecord> = {},
+): DeliveryRecord {
+  return {
+    _id: newId(),
+    organizationId: sub.organizationId,
+    subscriptionId: sub._id,
+    eventId: newId(),
+    eventType: 'version.published',
+    body: '{}',
+    status: 'PENDING',
+    attemptCount: 0,
+    roundStart: 0,
+    nextAttemptAt: at,
+    leaseToken: null,
+    leaseUntil: null,
+    lastStatusCode: null,
+    lastError: null,
+    createdAt: at,
+    updatedAt: at,
+    deliveredAt: null,
+    ...overrides,
+  }
+}
+
 describe('DeliveryWorker.stop', () => {
   // A receiver that reads the request and never answers.
   const arrived: IncomingMessage[] = []
@@ -44,53 +90,18 @@ describe('DeliveryWorker.stop', () => {
     })
     await new Promise<void>((resolve) => healthy.listen(0, '127.0.0.1', resolve))
     const healthyUrl = `http://127.0.0.1:${(healthy.address() as AddressInfo).port}/in`
-    const now = new Date().toISOString()
-    const subscriptionTo = async (target: string): Promise<SubscriptionRecord> => {
-      const subId = newId()
-      const sub: SubscriptionRecord = {
-        _id: subId,
-        organizationId: newId(),
-        url: target,
-        events: ['version.published'],
-        active: true,
-        secret: secrets.seal(generateSecret(), subId),
-        createdAt: now,
-        updatedAt: now,
-        disabledAt: null,
-        disabledReason: null,
-      }
-      await store.createSubscription(sub)
-      return sub
-    }
-    const deliveryOf = (sub: SubscriptionRecord, at: string): DeliveryRecord => ({
-      _id: newId(),
-      organizationId: sub.organizationId,
-      subscriptionId: sub._id,
-      eventId: newId(),
-      eventType: 'version.published',
-      body: '{}',
-      status: 'PENDING',
-      attemptCount: 0,
-      roundStart: 0,
-      nextAttemptAt: at,
-      leaseToken: null,
-      leaseUntil: null,
-      lastStatusCode: null,
-      lastError: null,
-      createdAt: at,
-      updatedAt: at,
-      deliveredAt: null,
-    })
-    const hanging = await subscriptionTo(url)
-    const other = await subscriptionTo(healthyUrl)
+    const hanging = subscriptionTo(url, secrets)
+    const other = subscriptionTo(healthyUrl, secrets)
+    await store.createSubscription(hanging)
+    await store.createSubscription(other)
     const before = arrived.length
     // Six of the hanging organization's, due first, then the other organization's one.
     await store.createDeliveries(
       Array.from({ length: 6 }, (_, i) =>
-        deliveryOf(hanging, new Date(Date.now() - 10_000 + i).toISOString()),
+        deliveryTo(hanging, new Date(Date.now() - 10_000 + i).toISOString()),
       ),
     )
-    const theirs = deliveryOf(other, new Date(Date.now() - 5_000).toISOString())
+    const theirs = deliveryTo(other, new Date(Date.now() - 5_000).toISOString())
     await store.createDeliveries([theirs])
     const worker = new DeliveryWorker({
       store,
@@ -130,39 +141,9 @@ describe('DeliveryWorker.stop', () => {
     )
     const secrets = new SecretBox(SecretBox.generateKey())
     const now = new Date().toISOString()
-    const subId = newId()
-    const sub: SubscriptionRecord = {
-      _id: subId,
-      organizationId: newId(),
-      url,
-      events: ['version.published'],
-      active: true,
-      secret: secrets.seal(generateSecret(), subId),
-      createdAt: now,
-      updatedAt: now,
-      disabledAt: null,
-      disabledReason: null,
-    }
+    const sub = subscriptionTo(url, secrets)
     await store.createSubscription(sub)
-    const delivery: DeliveryRecord = {
-      _id: newId(),
-      organizationId: sub.organizationId,
-      subscriptionId: sub._id,
-      eventId: newId(),
-      eventType: 'version.published',
-      body: '{}',
-      status: 'PENDING',
-      attemptCount: 0,
-      roundStart: 0,
-      nextAttemptAt: now,
-      leaseToken: null,
-      leaseUntil: null,
-      lastStatusCode: null,
-      lastError: null,
-      createdAt: now,
-      updatedAt: now,
-      deliveredAt: null,
-    }
+    const delivery = deliveryTo(sub, now)
     await store.createDeliveries([delivery])
     // The defaults' proportions: an attempt may take longer than the process is given to stop.
     const worker = new DeliveryWorker({
@@ -240,40 +221,11 @@ describe('a 410 Gone and a change of the subscription at once', () => {
   async function gone(path: string) {
     receiver.script(path, [410])
     const now = new Date().toISOString()
-    const id = newId()
-    const sub: SubscriptionRecord = {
-      _id: id,
-      organizationId: newId(),
-      url: `${receiver.base}${path}`,
-      events: ['version.published'],
-      active: true,
-      secret: secrets.seal(generateSecret(), id),
-      createdAt: now,
-      updatedAt: now,
-      disabledAt: null,
-      disabledReason: null,
-    }
+    const sub = subscriptionTo(`${receiver.base}${path}`, secrets)
     await store.createSubscription(sub)
     const lease = worker.newLease(Date.now())
-    const delivery = (leased: boolean): DeliveryRecord => ({
-      _id: newId(),
-      organizationId: sub.organizationId,
-      subscriptionId: id,
-      eventId: newId(),
-      eventType: 'version.published',
-      body: '{}',
-      status: 'PENDING',
-      attemptCount: 0,
-      roundStart: 0,
-      nextAttemptAt: now,
-      leaseToken: leased ? lease.token : null,
-      leaseUntil: leased ? lease.leaseUntil : null,
-      lastStatusCode: null,
-      lastError: null,
-      createdAt: now,
-      updatedAt: now,
-      deliveredAt: null,
-    })
+    const delivery = (leased: boolean): DeliveryRecord =>
+      deliveryTo(sub, now, leased ? { leaseToken: lease.token, leaseUntil: lease.leaseUntil } : {})
     const attempted = delivery(true)
     const waiting = delivery(false)
     await store.createDeliveries([attempted, waiting])
