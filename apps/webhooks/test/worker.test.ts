@@ -33,6 +33,25 @@ function subscriptionTo(url: string, secrets: SecretBox): SubscriptionRecord {
   }
 }
 
+/** A worker on `store` with four slots, attempts of up to 15 s and no polling to speak of. */
+function workerOn(
+  store: SqliteWebhookStore,
+  secrets: SecretBox,
+  extra: Partial<ConstructorParameters<typeof DeliveryWorker>[0]> = {},
+): DeliveryWorker {
+  return new DeliveryWorker({
+    store,
+    secrets,
+    log: quiet,
+    allowPrivate: true,
+    timeoutMs: 15_000,
+    retryScale: 1,
+    pollMs: 60_000,
+    concurrency: 4,
+    ...extra,
+  })
+}
+
 /** A PENDING delivery to `sub`, due at `at`, not attempted yet. */
 function deliveryTo(
   sub: SubscriptionRecord,
@@ -103,17 +122,7 @@ describe('DeliveryWorker.stop', () => {
     )
     const theirs = deliveryTo(other, new Date(Date.now() - 5_000).toISOString())
     await store.createDeliveries([theirs])
-    const worker = new DeliveryWorker({
-      store,
-      secrets,
-      log: quiet,
-      allowPrivate: true,
-      timeoutMs: 15_000,
-      retryScale: 1,
-      pollMs: 60_000,
-      concurrency: 4,
-      maxPerOrganization: 2,
-    })
+    const worker = workerOn(store, secrets, { maxPerOrganization: 2 })
     try {
       worker.start()
       // Delivered while the hanging receiver holds two slots, not all four.
@@ -146,16 +155,7 @@ describe('DeliveryWorker.stop', () => {
     const delivery = deliveryTo(sub, now)
     await store.createDeliveries([delivery])
     // The defaults' proportions: an attempt may take longer than the process is given to stop.
-    const worker = new DeliveryWorker({
-      store,
-      secrets,
-      log: quiet,
-      allowPrivate: true,
-      timeoutMs: 15_000,
-      retryScale: 1,
-      pollMs: 60_000,
-      concurrency: 4,
-    })
+    const worker = workerOn(store, secrets)
     try {
       worker.start()
       await vi.waitFor(() => expect(arrived).toHaveLength(1), { timeout: 5_000, interval: 20 })
