@@ -75,6 +75,7 @@ export async function bootstrapIdentity(
   try {
     const identity = new IdentityService(store, NO_BROADCAST, undefined, {
       passwordCost: config.PASSWORD_HASH_COST,
+      maxApiKeysPerOrganization: config.API_KEY_MAX_PER_ORG,
     })
     const result = await identity.bootstrap(input)
     const { organization, user } = result

@@ -7,6 +7,12 @@ const passwordSettings = {
   PASSWORD_HASH_COST: Type.Integer({ minimum: 10, maximum: 20, default: 15 }),
 }
 
+/** Read by the service and by the CLI (mint-key, bootstrap): both create API keys. */
+const apiKeySettings = {
+  /** API keys neither revoked nor expired an organization may hold: past it, a create is 409. */
+  API_KEY_MAX_PER_ORG: Type.Integer({ minimum: 1, maximum: 100_000, default: 200 }),
+}
+
 export const IdentityConfigSchema = Type.Object({
   ...commonSettings,
   ...storeSettings,
@@ -22,8 +28,7 @@ export const IdentityConfigSchema = Type.Object({
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 5, maximum: 86_400, default: 900 }),
   REFRESH_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 300, default: 30 * 86_400 }),
   AUTH_ALLOW_SIGNUP: Type.Boolean({ default: false }),
-  /** API keys neither revoked nor expired an organization may hold: past it, a create is 409. */
-  API_KEY_MAX_PER_ORG: Type.Integer({ minimum: 1, maximum: 100_000, default: 200 }),
+  ...apiKeySettings,
   ...passwordSettings,
   // The rules of the register and create-organization routes (the contract's schemas).
   BOOTSTRAP_ADMIN_EMAIL: Type.Optional(Email),
@@ -33,11 +38,15 @@ export const IdentityConfigSchema = Type.Object({
 })
 export type IdentityConfig = Static<typeof IdentityConfigSchema>
 
-/** What the CLI needs: the store, and the bus to announce a revocation to the gateways. */
+/**
+ * What the CLI needs: the store, the bus to announce a revocation to the gateways, and the
+ * service's rules for what it creates (a password's cost, the API keys an organization holds).
+ */
 export const IdentityCliConfigSchema = Type.Object({
   ...storeSettings,
   ...busSettings,
   ...passwordSettings,
+  ...apiKeySettings,
 })
 export type IdentityCliConfig = Static<typeof IdentityCliConfigSchema>
 

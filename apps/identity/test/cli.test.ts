@@ -15,11 +15,11 @@ describe('identity CLI', () => {
   let dir: string
   const broadcasts: Array<{ subject: string; data: unknown }> = []
 
-  const cli = async (args: string[], stdin = '') => {
+  const cli = async (args: string[], stdin = '', env: Record<string, string> = {}) => {
     let out = ''
     let err = ''
     const code = await runCli(args, {
-      env: { DATA_DIR: dir },
+      env: { DATA_DIR: dir, ...env },
       readStdin: async () => stdin,
       out: (s) => {
         out += s
@@ -187,5 +187,31 @@ describe('identity CLI', () => {
     ).toBe(1)
     expect((await cli(['revoke-key', '--org', 'x-org', '--key-id', 'abc'])).code).toBe(1)
     expect((await cli(['list-keys', '--org', 'x-org', '--bogus'])).code).toBe(2)
+  })
+
+  it("mints keys under the service's API_KEY_MAX_PER_ORG, not under the default", async () => {
+    const env = { API_KEY_MAX_PER_ORG: '1' }
+    const created = await cli(
+      [
+        'create-user',
+        '--email',
+        'cap@example.com',
+        '--name',
+        'Cap',
+        '--password',
+        PASSWORD,
+        '--org',
+        'Cap Org',
+      ],
+      '',
+      env,
+    )
+    expect(created.code).toBe(0)
+    const mint = (name: string) =>
+      cli(['mint-key', '--org', 'cap-org', '--name', name, '--scopes', 'prompts:read'], '', env)
+    expect((await mint('first')).code).toBe(0)
+    const second = await mint('second')
+    expect(second.code).toBe(1)
+    expect(second.err).toContain('at most 1 API keys')
   })
 })

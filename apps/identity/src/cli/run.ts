@@ -118,6 +118,7 @@ async function run(command: string, values: Values, io: CliIo, config: IdentityC
       : null
   const identity = new IdentityService(store, bus ?? NO_BROADCAST, undefined, {
     passwordCost: config.PASSWORD_HASH_COST,
+    maxApiKeysPerOrganization: config.API_KEY_MAX_PER_ORG,
   })
   try {
     switch (command) {
