@@ -74,6 +74,15 @@ beforeAll(async () => {
             ? `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: 'a'.repeat(1000) } })}\n\n`
             : `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: [{ index, id: `t${index}`, function: { name: 'f', arguments: 'a'.repeat(1000) } }] }, finish_reason: null }] })}\n\n`
         })
+      } else if (model === 'endless-tool-names') {
+        // no arguments: a name sent in pieces (openai), or a new call for each event (anthropic)
+        res.writeHead(200, sse)
+        let index = 0
+        pump(res, model, () =>
+          anthropic
+            ? `event: content_block_start\ndata: ${JSON.stringify({ type: 'content_block_start', index: index++, content_block: { type: 'tool_use', id: `t${index}`, name: 'f'.repeat(1000), input: {} } })}\n\n`
+            : `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { name: 'f'.repeat(1000) } }] }, finish_reason: null }] })}\n\n`,
+        )
       } else if (model === 'huge-text') {
         res.writeHead(200, { 'content-type': 'text/plain' })
         pump(res, model, () => a)
@@ -116,6 +125,7 @@ describe.each(['openai', 'anthropic'] as const)('a provider sending without end 
     ['endless-line', true],
     ['endless-event', true],
     ['endless-tool-arguments', true],
+    ['endless-tool-names', true],
     ['huge-text', false],
     ['gzip-bomb', false],
   ] as const)('%s (streamed: %s) is cut at the bound, and the run failed', async (model, stream) => {

@@ -77,10 +77,14 @@ export function preloadProviders(): void {
 
 const elapsed = (from: number): number => Math.max(0, Math.round(performance.now() - from))
 
-/** An answer's size as RUN_MAX_OUTPUT_BYTES counts it: its text and its tool calls' arguments. */
+/**
+ * An answer's size as RUN_MAX_OUTPUT_BYTES counts it: its text and its tool calls (their ids,
+ * names and arguments, as a stream counts them as they come).
+ */
 function outputBytes(completion: Completion): number {
   let n = Buffer.byteLength(completion.content)
-  for (const t of completion.toolCalls) n += Buffer.byteLength(t.arguments)
+  for (const t of completion.toolCalls)
+    n += Buffer.byteLength(t.id) + Buffer.byteLength(t.name) + Buffer.byteLength(t.arguments)
   return n
 }
 
@@ -209,7 +213,7 @@ export class Runs {
       // A client gone already (while the prompt rendered, or the lookup ran) gets no provider call.
       if (callSignal.aborted) throw callSignal.reason
       // Thrown inside the adapter's read of the stream, which ends it (the SDK aborts the
-      // request). A stream's text and its tool calls' arguments are held by the adapter (the
+      // request). A stream's text and its tool calls (ids, names, arguments) are held by the adapter (the
       // text here and in the SSE buffer too): without a bound a provider could fill the memory.
       const count = (piece: string) => {
         streamedBytes += Buffer.byteLength(piece)
@@ -220,7 +224,7 @@ export class Runs {
         messages: run.messages,
         params: run.params,
         signal: callSignal,
-        onArguments: count,
+        onToolCallPiece: count,
       }
       completion = onDelta
         ? await adapter.stream(call, (content) => {

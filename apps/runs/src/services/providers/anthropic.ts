@@ -131,12 +131,14 @@ export class AnthropicAdapter implements ProviderAdapter {
           usage.outputTokens = tokenCount(event.message?.usage?.output_tokens)
           break
         case 'content_block_start':
-          if (event.content_block?.type === 'tool_use')
-            calls.set(event.index, {
-              id: optionalText(event.content_block.id, "a tool call's id") ?? '',
-              name: optionalText(event.content_block.name, "a tool call's name") ?? '',
-              arguments: '',
-            })
+          if (event.content_block?.type === 'tool_use') {
+            const id = optionalText(event.content_block.id, "a tool call's id") ?? ''
+            const name = optionalText(event.content_block.name, "a tool call's name") ?? ''
+            // Counted as they come: a block for each new index holds its id and name.
+            call.onToolCallPiece?.(id)
+            call.onToolCallPiece?.(name)
+            calls.set(event.index, { id, name, arguments: '' })
+          }
           break
         case 'content_block_delta':
           if (event.delta?.type === 'text_delta') {
@@ -147,7 +149,7 @@ export class AnthropicAdapter implements ProviderAdapter {
             const known = calls.get(event.index)
             if (known) {
               const piece = optionalText(event.delta.partial_json, "a tool call's arguments") ?? ''
-              call.onArguments?.(piece)
+              call.onToolCallPiece?.(piece)
               known.arguments += piece
             }
           }

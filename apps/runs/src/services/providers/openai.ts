@@ -87,10 +87,17 @@ export class OpenAIAdapter implements ProviderAdapter {
         const id = optionalText(t.id, "a tool call's id")
         const name = optionalText(t.function?.name, "a tool call's name")
         const args = optionalText(t.function?.arguments, "a tool call's arguments")
-        if (id) known.id = id
-        if (name) known.name += name
+        // Counted as they come: a name sent in pieces, or a new id for each index, held too.
+        if (id && id !== known.id) {
+          call.onToolCallPiece?.(id)
+          known.id = id
+        }
+        if (name) {
+          call.onToolCallPiece?.(name)
+          known.name += name
+        }
         if (args) {
-          call.onArguments?.(args)
+          call.onToolCallPiece?.(args)
           known.arguments += args
         }
         calls.set(t.index, known)

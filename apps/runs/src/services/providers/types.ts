@@ -8,10 +8,11 @@ export interface ModelCall {
   /** Aborts the call: the client left, or the deadline passed. */
   signal: AbortSignal
   /**
-   * Told each piece of a streamed tool call's arguments as it comes, before it is kept; what it
-   * throws ends the call (RUN_MAX_OUTPUT_BYTES counts the arguments with the text).
+   * Told each piece of a streamed tool call as it comes, before it is kept: its id and its name
+   * (a new one), and its arguments; what it throws ends the call (RUN_MAX_OUTPUT_BYTES counts
+   * them with the text).
    */
-  onArguments?: (piece: string) => void
+  onToolCallPiece?: (piece: string) => void
 }
 
 /** What an adapter answers, the same for every provider. */
