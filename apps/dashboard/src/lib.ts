@@ -110,3 +110,16 @@ function fieldName(path: string): string {
     )
     .join(' › ')
 }
+
+/**
+ * `text` cut after about `shown` characters, for a fold ("N more characters"): never between the
+ * two halves of a surrogate pair (an emoji at the cut was a replacement character on each side).
+ * Null when the whole text is shown.
+ */
+export function foldText(text: string, shown: number): { head: string; rest: string } | null {
+  if (text.length <= shown) return null
+  const code = text.charCodeAt(shown - 1)
+  const cut = code >= 0xd800 && code <= 0xdbff ? shown + 1 : shown
+  if (cut >= text.length) return null
+  return { head: text.slice(0, cut), rest: text.slice(cut) }
+}

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import {
   CONFIG_LIMIT_BYTES,
   fieldProblems,
+  foldText,
   formatConfig,
   parseConfig,
   parseTags,
@@ -98,5 +99,16 @@ describe('fieldProblems', () => {
     expect(fieldProblems(undefined)).toEqual([])
     expect(fieldProblems({ dependents: [{ slug: 'a' }] })).toEqual([])
     expect(fieldProblems([{ slug: 'a' }, null, 'x', { path: 'name', message: 'm' }])).toEqual([])
+  })
+})
+
+describe('foldText', () => {
+  it('leaves a text within the fold whole, and never cuts a surrogate pair in two', () => {
+    expect(foldText('a'.repeat(10), 10)).toBeNull()
+    expect(foldText('a'.repeat(11), 10)).toEqual({ head: 'a'.repeat(10), rest: 'a' })
+    // An emoji whose first half is the 10th code unit goes with the head, whole.
+    const folded = foldText(`${'a'.repeat(9)}😀bc`, 10)
+    expect(folded).toEqual({ head: `${'a'.repeat(9)}😀`, rest: 'bc' })
+    expect(foldText(`${'a'.repeat(9)}😀`, 10)).toBeNull()
   })
 })

@@ -4,6 +4,7 @@ import type { ExperimentResult } from '@pm/contracts'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { useId, useState } from 'react'
 import { useParams } from 'react-router'
+import { foldText } from '../../lib.ts'
 import { client, useSignedIn } from '../../session.ts'
 import { ErrorBanner, Loading, Pager, When } from '../../ui.tsx'
 
@@ -15,13 +16,14 @@ const ACTIVE = ['queued', 'running']
 const OUTPUT_SHOWN = 1_000
 
 function Output({ text }: { text: string | null }) {
-  if (text === null || text.length <= OUTPUT_SHOWN) return <div className="output">{text}</div>
+  const fold = text === null ? null : foldText(text, OUTPUT_SHOWN)
+  if (!fold) return <div className="output">{text}</div>
   return (
     <div className="output">
-      {text.slice(0, OUTPUT_SHOWN)}
+      {fold.head}
       <details className="output-rest">
-        <summary>{(text.length - OUTPUT_SHOWN).toLocaleString('en')} more characters</summary>
-        {text.slice(OUTPUT_SHOWN)}
+        <summary>{fold.rest.length.toLocaleString('en')} more characters</summary>
+        {fold.rest}
       </details>
     </div>
   )
