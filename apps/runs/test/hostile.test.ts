@@ -83,6 +83,15 @@ beforeAll(async () => {
             ? `event: content_block_start\ndata: ${JSON.stringify({ type: 'content_block_start', index: index++, content_block: { type: 'tool_use', id: `t${index}`, name: 'f'.repeat(1000), input: {} } })}\n\n`
             : `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { name: 'f'.repeat(1000) } }] }, finish_reason: null }] })}\n\n`,
         )
+      } else if (model === 'endless-empty-calls') {
+        // a new tool call in each event, with nothing in it: no id, no name, no arguments
+        res.writeHead(200, sse)
+        let index = 0
+        pump(res, model, () =>
+          anthropic
+            ? `event: content_block_start\ndata: ${JSON.stringify({ type: 'content_block_start', index: index++, content_block: { type: 'tool_use', id: '', name: '', input: {} } })}\n\n`
+            : `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: [{ index: index++ }] }, finish_reason: null }] })}\n\n`,
+        )
       } else if (model === 'huge-text') {
         res.writeHead(200, { 'content-type': 'text/plain' })
         pump(res, model, () => a)
@@ -126,6 +135,7 @@ describe.each(['openai', 'anthropic'] as const)('a provider sending without end 
     ['endless-event', true],
     ['endless-tool-arguments', true],
     ['endless-tool-names', true],
+    ['endless-empty-calls', true],
     ['huge-text', false],
     ['gzip-bomb', false],
   ] as const)('%s (streamed: %s) is cut at the bound, and the run failed', async (model, stream) => {

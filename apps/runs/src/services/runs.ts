@@ -19,6 +19,7 @@ import { boundedFetch } from './bounded.ts'
 import type { Egress } from './egress.ts'
 import type { OrgLimiter } from './limiter.ts'
 import type { Completion, OnDelta, ProviderAdapter, ProviderTarget } from './providers/types.ts'
+import { TOOL_CALL_BYTES } from './providers/types.ts'
 import type { PromptRef, RenderClient, Rendered } from './render.ts'
 
 /** Who runs: the verified caller, and its signed context as it arrived (forwarded to render). */
@@ -84,7 +85,8 @@ const elapsed = (from: number): number => Math.max(0, Math.round(performance.now
 function outputBytes(completion: Completion): number {
   let n = Buffer.byteLength(completion.content)
   for (const t of completion.toolCalls)
-    n += Buffer.byteLength(t.id) + Buffer.byteLength(t.name) + Buffer.byteLength(t.arguments)
+    n +=
+      TOOL_CALL_BYTES + Buffer.byteLength(t.id) + Buffer.byteLength(t.name) + Buffer.byteLength(t.arguments)
   return n
 }
 
@@ -215,8 +217,8 @@ export class Runs {
       // Thrown inside the adapter's read of the stream, which ends it (the SDK aborts the
       // request). A stream's text and its tool calls (ids, names, arguments) are held by the adapter (the
       // text here and in the SSE buffer too): without a bound a provider could fill the memory.
-      const count = (piece: string) => {
-        streamedBytes += Buffer.byteLength(piece)
+      const count = (piece: string | number) => {
+        streamedBytes += typeof piece === 'number' ? piece : Buffer.byteLength(piece)
         if (streamedBytes > maxOutputBytes) throw tooLong(maxOutputBytes)
       }
       const call = {

@@ -3,6 +3,7 @@ import type { RunParams, ToolCall } from '@pm/contracts'
 import { invalidAnswer, optionalText, requiredText, tokenCount } from '../../domain/answer.ts'
 import { streamEndedEarly } from '../../domain/failure.ts'
 import type { Completion, ModelCall, OnDelta, ProviderAdapter, ProviderTarget } from './types.ts'
+import { TOOL_CALL_BYTES } from './types.ts'
 
 type MessageParams = Anthropic.Messages.MessageCreateParamsNonStreaming
 
@@ -135,6 +136,7 @@ export class AnthropicAdapter implements ProviderAdapter {
             const id = optionalText(event.content_block.id, "a tool call's id") ?? ''
             const name = optionalText(event.content_block.name, "a tool call's name") ?? ''
             // Counted as they come: a block for each new index holds its id and name.
+            call.onToolCallPiece?.(TOOL_CALL_BYTES)
             call.onToolCallPiece?.(id)
             call.onToolCallPiece?.(name)
             calls.set(event.index, { id, name, arguments: '' })

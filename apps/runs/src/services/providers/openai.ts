@@ -3,6 +3,7 @@ import OpenAI from 'openai'
 import { invalidAnswer, listOf, optionalText, tokenCount } from '../../domain/answer.ts'
 import { streamEndedEarly } from '../../domain/failure.ts'
 import type { Completion, ModelCall, OnDelta, ProviderAdapter, ProviderTarget } from './types.ts'
+import { TOOL_CALL_BYTES } from './types.ts'
 
 type ChatParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming
 
@@ -83,7 +84,12 @@ export class OpenAIAdapter implements ProviderAdapter {
         await onDelta(piece)
       }
       for (const t of listOf(choice.delta?.tool_calls)) {
-        const known = calls.get(t.index) ?? { id: '', name: '', arguments: '' }
+        let known = calls.get(t.index)
+        if (!known) {
+          // A new call counts as it comes, even one that never holds anything.
+          call.onToolCallPiece?.(TOOL_CALL_BYTES)
+          known = { id: '', name: '', arguments: '' }
+        }
         const id = optionalText(t.id, "a tool call's id")
         const name = optionalText(t.function?.name, "a tool call's name")
         const args = optionalText(t.function?.arguments, "a tool call's arguments")

@@ -8,12 +8,19 @@ export interface ModelCall {
   /** Aborts the call: the client left, or the deadline passed. */
   signal: AbortSignal
   /**
-   * Told each piece of a streamed tool call as it comes, before it is kept: its id and its name
-   * (a new one), and its arguments; what it throws ends the call (RUN_MAX_OUTPUT_BYTES counts
-   * them with the text).
+   * Told each piece of a streamed tool call as it comes, before it is kept: a new call itself
+   * (TOOL_CALL_BYTES), its id and its name (a new one), and its arguments; what it throws ends
+   * the call (RUN_MAX_OUTPUT_BYTES counts them with the text).
    */
-  onToolCallPiece?: (piece: string) => void
+  onToolCallPiece?: (piece: string | number) => void
 }
+
+/**
+ * What one tool call counts against RUN_MAX_OUTPUT_BYTES besides its id, name and arguments: the
+ * place it takes in a run's record. Without it, a stream of new calls with nothing in them was
+ * never counted, and grew the record without bound.
+ */
+export const TOOL_CALL_BYTES = 64
 
 /** What an adapter answers, the same for every provider. */
 export interface Completion {
