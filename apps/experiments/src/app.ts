@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
 import { SUBJECTS } from '@pm/contracts'
-import { AuditRelay, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import { busAuditRelay, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
 import type { ExperimentsConfig } from './config.ts'
 import { datasetRoutes } from './routes/datasets.ts'
 import { experimentRoutes } from './routes/experiments.ts'
@@ -62,13 +62,7 @@ export async function buildApp(opts: ExperimentsAppOptions): Promise<Service> {
     ...(tracing ? { tracing } : {}),
   })
   // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
-  const relay = new AuditRelay(store, {
-    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
-    subject: SUBJECTS.auditEntry,
-    log: app.log,
-    pollMs: config.AUDIT_RELAY_POLL_MS,
-    delayMs: config.AUDIT_RELAY_DELAY_MS,
-  })
+  const relay = busAuditRelay(store, bus, app.log, config)
   const executor =
     opts.executor ??
     new RunsExecutor(config.RUNS_URL, config.INTERNAL_AUTH_SECRET, config.EXPERIMENT_CALL_TIMEOUT_MS)

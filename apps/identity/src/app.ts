@@ -1,7 +1,14 @@
 import cookie from '@fastify/cookie'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
-import { SUBJECTS } from '@pm/contracts'
-import { AuditRelay, createService, type Metrics, type Service, type Tracing, traceMethods } from '@pm/kit'
+import {
+  type AuditRelay,
+  busAuditRelay,
+  createService,
+  type Metrics,
+  type Service,
+  type Tracing,
+  traceMethods,
+} from '@pm/kit'
 import type { IdentityConfig } from './config.ts'
 import { IdentityService } from './services/identity.ts'
 import { Sessions } from './services/sessions.ts'
@@ -66,13 +73,7 @@ export async function buildApp(opts: IdentityAppOptions): Promise<Service> {
     metrics: opts.metrics && { registry: opts.metrics, connections: busConnection(bus) },
     ...(tracing ? { tracing } : {}),
   })
-  relay = new AuditRelay(store, {
-    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
-    subject: SUBJECTS.auditEntry,
-    log: app.log,
-    pollMs: config.AUDIT_RELAY_POLL_MS,
-    delayMs: config.AUDIT_RELAY_DELAY_MS,
-  })
+  relay = busAuditRelay(store, bus, app.log, config)
   // The browser session's refresh cookie (routes/auth.ts); nothing else reads cookies.
   await app.register(cookie)
 

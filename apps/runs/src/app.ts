@@ -1,8 +1,7 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
-import { SUBJECTS } from '@pm/contracts'
 import {
-  AuditRelay,
+  busAuditRelay,
   createService,
   type HostLookup,
   type InternalTarget,
@@ -96,13 +95,7 @@ export async function buildApp(opts: RunsAppOptions): Promise<Service> {
   )
   if (resealed > 0) app.log.info({ resealed }, 'provider keys sealed under the current key')
   // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
-  const relay = new AuditRelay(store, {
-    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
-    subject: SUBJECTS.auditEntry,
-    log: app.log,
-    pollMs: config.AUDIT_RELAY_POLL_MS,
-    delayMs: config.AUDIT_RELAY_DELAY_MS,
-  })
+  const relay = busAuditRelay(store, bus, app.log, config)
   const egress = new Egress(config.PROVIDER_ALLOWED_HOSTS, config.RUN_CONNECT_TIMEOUT_MS, opts.lookup)
   const render = new RenderClient(
     opts.inProcess?.render ?? config.RENDER_URL,

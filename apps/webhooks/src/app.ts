@@ -1,8 +1,8 @@
 import { join } from 'node:path'
 import { busConnection, createBus, type EventBus, tracedBus } from '@pm/bus'
-import { EVENT_SUBJECTS, EVENT_TYPES, SUBJECTS } from '@pm/contracts'
+import { EVENT_SUBJECTS, EVENT_TYPES } from '@pm/contracts'
 import {
-  AuditRelay,
+  busAuditRelay,
   createService,
   loadSecretBox,
   type Metrics,
@@ -99,13 +99,7 @@ export async function buildApp(opts: WebhooksAppOptions): Promise<Service> {
     ...(tracing ? { tracing } : {}),
   })
   // Audit entries are written with their changes and published from the outbox (DESIGN section 15).
-  const relay = new AuditRelay(store, {
-    publish: (subject, entry, msgId) => bus.publishDurable(subject, entry, msgId),
-    subject: SUBJECTS.auditEntry,
-    log: app.log,
-    pollMs: config.AUDIT_RELAY_POLL_MS,
-    delayMs: config.AUDIT_RELAY_DELAY_MS,
-  })
+  const relay = busAuditRelay(store, bus, app.log, config)
   const webhooks = new Webhooks({
     onAudit: () => relay.kick(),
     store,

@@ -1,5 +1,5 @@
 import type { DatabaseSync } from 'node:sqlite'
-import { type AuditAction, type AuditActor, type AuditEntry, isAuditAction } from '@pm/contracts'
+import { type AuditAction, type AuditActor, type AuditEntry, isAuditAction, SUBJECTS } from '@pm/contracts'
 import type { FastifyRequest } from 'fastify'
 import { backgroundRunner } from './contextFrame.ts'
 import { newId } from './ids.ts'
@@ -167,6 +167,27 @@ export interface AuditRelayOptions {
    * process while its entries are still in the outbox).
    */
   delayMs?: number
+}
+
+/**
+ * The relay each service runs (DESIGN section 15): its outbox to the audit subject on the bus,
+ * with the AUDIT_RELAY_* settings (settings.ts, `auditRelaySettings`).
+ */
+export function busAuditRelay(
+  outbox: AuditOutbox,
+  bus: { publishDurable(subject: string, data: unknown, msgId: string): Promise<unknown> },
+  log: AuditRelayOptions['log'],
+  settings: { AUDIT_RELAY_POLL_MS: number; AUDIT_RELAY_DELAY_MS: number },
+): AuditRelay {
+  return new AuditRelay(outbox, {
+    publish: async (subject, entry, msgId) => {
+      await bus.publishDurable(subject, entry, msgId)
+    },
+    subject: SUBJECTS.auditEntry,
+    log,
+    pollMs: settings.AUDIT_RELAY_POLL_MS,
+    delayMs: settings.AUDIT_RELAY_DELAY_MS,
+  })
 }
 
 const BATCH = 100
